@@ -1,0 +1,3 @@
+from homelab.cli import main
+
+main()

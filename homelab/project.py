@@ -1,0 +1,39 @@
+"""The library entry points the CLI calls: load -> plan -> render -> diff -> apply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from homelab import writer
+from homelab.config.loader import LoadedConfig
+from homelab.plan import Plan, build_plan
+from homelab.render import Rendering, render_all
+from homelab.render.compose import SECRETS_DIR
+from homelab.secrets import secret_contents, user_secret_values
+
+
+@dataclass
+class RenderResult:
+    plan: Plan
+    rendering: Rendering
+    report: writer.WriteReport
+    out: Path
+
+
+def default_out(loaded: LoadedConfig) -> Path:
+    return loaded.base_dir / "stacks"
+
+
+def render_project(
+    loaded: LoadedConfig, out: Path | None = None, *, force: bool = False, dry_run: bool = False
+) -> RenderResult:
+    """Render every stack and diff it against `out`; write the changes unless `dry_run`."""
+    out = (out or default_out(loaded)).resolve()
+    plan = build_plan(loaded)
+    rendering = render_all(plan, user_secret_values(loaded))
+    secrets = secret_contents(plan, out / SECRETS_DIR, rendering.secret_files)
+    report = writer.diff(out, rendering.files, secrets, force=force)
+    if not dry_run:
+        writer.apply(out, report, rendering.files, secrets, plan)
+    return RenderResult(plan, rendering, report, out)

@@ -1,0 +1,42 @@
+"""The NGINX + certbot edge: the same routes as Traefik, as server blocks."""
+
+from __future__ import annotations
+
+from homelab.plan import Plan
+from homelab.render import Rendering, tls_policy
+from homelab.render.edge_traefik import ca_server
+from homelab.render.templating import render_template
+
+CERT_DIR = "/etc/letsencrypt/live"
+WEBROOT = "/var/www/certbot"
+HEALTH_PORT = 8081
+
+
+def render(plan: Plan, rendering: Rendering) -> None:
+    rendering.add("edge/nginx/nginx.conf", nginx_conf(plan))
+    acme = plan.config.domain.acme
+    rendering.add(
+        "edge/certbot/certbot.sh",
+        render_template(
+            "certbot.sh.j2", hosts=[r.host for r in plan.routes], email=acme.email, server=ca_server(plan)
+        ),
+    )
+
+
+def nginx_conf(plan: Plan, http_listen: str = "80", https_listen: str = "443", cert_dir: str = CERT_DIR) -> str:
+    """The listen addresses and certificate folder are parameters so contract tests can run the very
+    same configuration on loopback ports with test certificates."""
+    return render_template(
+        "nginx.conf.j2",
+        routes=plan.routes,
+        upstreams={r.app: f"{r.service}:{r.port}" for r in plan.routes},
+        ciphers=tls_policy.openssl_ciphers(),
+        curves=tls_policy.openssl_curves(),
+        lan_cidrs=plan.config.edge.lan_cidrs,
+        hsts_seconds=plan.config.edge.hsts_seconds,
+        http_listen=http_listen,
+        https_listen=https_listen,
+        cert_dir=cert_dir,
+        webroot=WEBROOT,
+        health_port=HEALTH_PORT,
+    )

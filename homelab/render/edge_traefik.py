@@ -1,0 +1,129 @@
+"""The Traefik edge: static config, dynamic config (TLS options, middlewares) and per-route labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from homelab.plan import PROXY_NETWORK, Plan, Route
+from homelab.render import GENERATED_MARK, Rendering, tls_policy
+from homelab.render.yamldump import dump
+
+RESOLVER = "le"
+LETSENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
+LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
+PING_PORT = 8082
+
+
+def render(plan: Plan, rendering: Rendering) -> None:
+    rendering.add("edge/traefik/traefik.yml", dump(static_config(plan), header=GENERATED_MARK))
+    rendering.add("edge/traefik/dynamic.yml", dump(dynamic_config(plan), header=GENERATED_MARK))
+
+
+def ca_server(plan: Plan) -> str:
+    acme = plan.config.domain.acme
+    return acme.ca_server or (LETSENCRYPT_STAGING if acme.staging else LETSENCRYPT)
+
+
+def static_config(plan: Plan) -> dict[str, Any]:
+    acme = plan.config.domain.acme
+    challenge: dict[str, Any]
+    if acme.challenge == "http":
+        challenge = {"httpChallenge": {"entryPoint": "web"}}
+    elif acme.challenge == "tls":
+        challenge = {"tlsChallenge": {}}
+    else:
+        challenge = {"dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}}
+    return {
+        "global": {"checkNewVersion": False, "sendAnonymousUsage": False},
+        "log": {"level": "INFO"},
+        "ping": {"entryPoint": "ping"},
+        "entryPoints": {
+            "web": {
+                "address": ":80",
+                "http": {"redirections": {"entryPoint": {"to": "websecure", "scheme": "https", "permanent": True}}},
+            },
+            "websecure": {
+                "address": ":443",
+                "http": {"tls": {"certResolver": RESOLVER}, "middlewares": ["secure-headers@file"]},
+            },
+            "ping": {"address": f":{PING_PORT}"},
+        },
+        "certificatesResolvers": {
+            RESOLVER: {
+                "acme": {
+                    "email": acme.email,
+                    "storage": "/letsencrypt/acme.json",
+                    "caServer": ca_server(plan),
+                    "keyType": "EC256",
+                    **challenge,
+                }
+            }
+        },
+        "providers": {
+            "docker": {
+                "endpoint": "tcp://socket-proxy:2375",
+                "exposedByDefault": False,
+                "network": PROXY_NETWORK,
+                "watch": True,
+            },
+            "file": {"filename": "/etc/traefik/dynamic.yml", "watch": True},
+        },
+    }
+
+
+def dynamic_config(plan: Plan) -> dict[str, Any]:
+    edge = plan.config.edge
+    middlewares: dict[str, Any] = {
+        "secure-headers": {
+            "headers": {
+                "stsSeconds": edge.hsts_seconds,
+                "stsIncludeSubdomains": True,
+                "contentTypeNosniff": True,
+                "referrerPolicy": "same-origin",
+                "customFrameOptionsValue": "SAMEORIGIN",
+            }
+        },
+        "lan-only": {"ipAllowList": {"sourceRange": list(edge.lan_cidrs)}},
+    }
+    if any(r.well_known_dav for r in plan.routes):
+        middlewares["dav-redirect"] = {
+            "redirectRegex": {
+                "regex": r"^https?://([^/]+)/\.well-known/(card|cal)dav",
+                "replacement": "https://${1}/remote.php/dav/",
+                "permanent": True,
+            }
+        }
+    return {
+        "tls": {
+            "options": {
+                "default": {
+                    "minVersion": "VersionTLS12",
+                    "cipherSuites": tls_policy.go_ciphers(),
+                    "curvePreferences": tls_policy.go_curves(),
+                    "sniStrict": True,
+                }
+            }
+        },
+        "http": {"middlewares": middlewares},
+    }
+
+
+def route_labels(plan: Plan, route: Route) -> dict[str, str]:
+    router = f"traefik.http.routers.{route.app}"
+    labels = {
+        "traefik.enable": "true",
+        "traefik.docker.network": PROXY_NETWORK,
+        f"{router}.rule": f"Host(`{route.host}`)",
+        f"{router}.entrypoints": "websecure",
+        f"{router}.tls.certresolver": RESOLVER,
+        f"{router}.service": route.app,
+        f"traefik.http.services.{route.app}.loadbalancer.server.port": str(route.port),
+    }
+    middlewares = []
+    if route.lan_only:
+        middlewares.append("lan-only@file")
+    if route.well_known_dav:
+        middlewares.append("dav-redirect@file")
+    if middlewares:
+        labels[f"{router}.middlewares"] = ",".join(middlewares)
+    return labels

@@ -1,0 +1,53 @@
+"""Finding and calling Docker Compose v2 (the `docker compose` plugin or a standalone v2 binary)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from homelab.errors import EnvironmentProblem
+from homelab.runtime import process
+
+MINIMUM = (2, 20, 0)
+
+
+def _version(argv: list[str]) -> tuple[int, ...] | None:
+    proc = process.run([*argv, "version", "--short"], check=False, timeout=30)
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", proc.stdout) if proc.returncode == 0 else None
+    return tuple(int(x) for x in match.groups()) if match else None
+
+
+@functools.cache
+def compose_command() -> tuple[list[str], tuple[int, ...]]:
+    """The argv prefix for compose and its version. HOMELAB_COMPOSE overrides the search."""
+    candidates: list[list[str]] = []
+    if os.environ.get("HOMELAB_COMPOSE"):
+        candidates.append(shlex.split(os.environ["HOMELAB_COMPOSE"]))
+    if shutil.which("docker"):
+        candidates.append(["docker", "compose"])
+    for name in ("docker-compose",):
+        found = shutil.which(name)
+        if found:
+            candidates.append([found])
+    found_old = None
+    for argv in candidates:
+        version = _version(argv)
+        if version and version >= MINIMUM:
+            return argv, version
+        found_old = found_old or (argv, version)
+    if found_old and found_old[1]:
+        have = ".".join(map(str, found_old[1]))
+        raise EnvironmentProblem(
+            f"Docker Compose {have} ({' '.join(found_old[0])}) is too old: homelab needs v2.20 or newer"
+        )
+    raise EnvironmentProblem("Docker Compose v2 not found: install the docker compose plugin (v2.20 or newer)")
+
+
+def config_check(compose_file: Path) -> None:
+    """Let compose itself validate a file (`config -q`); raises CommandFailed with its message."""
+    argv, _ = compose_command()
+    process.run([*argv, "-f", str(compose_file), "config", "-q"], cwd=compose_file.parent, timeout=60)

@@ -1,0 +1,47 @@
+"""The one subprocess seam: argv lists only, secrets redacted from logs and errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from homelab.errors import CommandFailed
+
+log = logging.getLogger("homelab.process")
+
+REDACTED = "********"
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    input: str | None = None,
+    timeout: float | None = None,
+    redactions: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run a program and capture its output; raise CommandFailed (output carried) when check is set."""
+    argv = [str(a) for a in argv]
+    log.debug("run: %s", redact(shlex.join(argv), redactions))
+    full_env = {**os.environ, **env} if env is not None else None
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, env=full_env, cwd=cwd, input=input, timeout=timeout, check=False
+        )
+    except FileNotFoundError as exc:
+        proc = subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found ({exc.strerror})")
+    if check and proc.returncode != 0:
+        raise CommandFailed.from_process(proc, list(redactions))
+    return proc

@@ -1,0 +1,86 @@
+"""Shared fixtures. Tests are hermetic: every file lives under tmp_path.
+
+Real components: a test that needs a program calls `require_program("nginx")` (or the `real`/`docker`
+markers' helpers). On a developer's laptop a missing program skips the test; in CI (CI=true) it FAILS,
+so a broken setup can never pass as "all skipped".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "homelab.yaml"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+VENV_BIN = Path(sys.executable).parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="Rewrite golden files from the current code.")
+
+
+def missing(what: str) -> None:
+    """Skip on a laptop, fail in CI."""
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI but missing (run scripts/install-test-deps)", pytrace=False)
+    pytest.skip(f"{what} not available")
+
+
+def find_program(name: str) -> str | None:
+    for candidate in (VENV_BIN / name, Path("/usr/sbin") / name, Path("/sbin") / name):
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which(name)
+
+
+@pytest.fixture
+def require_program():
+    def _require(name: str) -> str:
+        path = find_program(name)
+        if path is None:
+            missing(f"program {name!r}")
+        return path  # type: ignore[return-value]
+
+    return _require
+
+
+def write_secret(path: Path, value: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    return path
+
+
+EXAMPLE_SECRETS = ("ddns-password", "b2-account", "b2-key")
+
+
+@pytest.fixture
+def example_dir(tmp_path: Path) -> Path:
+    """A copy of examples/ with its secret files (0600) written: the bundled example, ready to render."""
+    target = tmp_path / "examples"
+    target.mkdir()
+    shutil.copy(EXAMPLE, target / "homelab.yaml")
+    for name in EXAMPLE_SECRETS:
+        write_secret(target / "secrets" / name, f"example-{name}-value")
+    return target
+
+
+@pytest.fixture
+def example_config(example_dir: Path) -> Path:
+    return example_dir / "homelab.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Keep tests off the real home directory and any homelab.yaml in the working directory."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("HOMELAB_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
