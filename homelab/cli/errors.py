@@ -7,13 +7,17 @@ from collections.abc import Iterator
 
 import typer
 
-from homelab.errors import HomelabError
+from homelab.errors import ConfigError, HomelabError
 
 
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     try:
         yield
+    except ConfigError as exc:
+        for problem in exc.problems:  # already `file:line: key: message`
+            typer.echo(problem, err=True)
+        raise typer.Exit(exc.exit_code) from None
     except HomelabError as exc:
-        typer.echo(f"error: {exc}" if "\n" not in str(exc) else f"error:\n{exc}", err=True)
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None

@@ -6,7 +6,7 @@ import difflib
 import stat
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,13 +52,13 @@ def _line_index(node: yaml.Node, loc: Loc, index: dict[Loc, int], problems: list
     """Record the line of every key (and list item) so validation errors can point at it."""
     index[loc] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
-            key = key_node.value
+            key, line = key_node.value, key_node.start_mark.line + 1
             if key in seen:
                 dotted = ".".join(str(p) for p in (*loc, key))
-                problems.append(f"{name}:{key_node.start_mark.line + 1}: {dotted}: duplicate key")
-            seen.add(key)
+                problems.append(f"{name}:{line}: {dotted}: duplicate key (first set on line {seen[key]})")
+            seen.setdefault(key, line)
             _line_index(value_node, (*loc, key), index, problems, name)
             index[(*loc, key)] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
@@ -155,15 +155,25 @@ def load(path: Path | str) -> LoadedConfig:
         raise ConfigError(problems) from None
 
     loaded = LoadedConfig(config, path.resolve())
-    for loc, message in (*_cross_field_problems(config), *_secret_file_problems(loaded)):
+    for loc, message in (*_cross_field_problems(config, index.__contains__), *_secret_file_problems(loaded)):
         problems.append(f"{name}:{_line_of(loc, index)}: {_dotted(loc)}: {message}")
     if problems:
         raise ConfigError(problems)
     return loaded
 
 
-def _cross_field_problems(config: Config) -> Iterator[tuple[Loc, str]]:
+def _cross_field_problems(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[Loc, str]]:
+    """Rules across sections; each problem is reported at a key the user actually wrote."""
     from homelab.catalog import app_names
+    from homelab.profiles import available
+
+    if config.server.profile not in available():
+        yield ("server", "profile"), f"unknown hardware profile {config.server.profile!r} (known: {', '.join(available())})"
+    if config.edge.kind == "nginx" and config.domain.acme.challenge != "http":
+        yield ("domain", "acme", "challenge"), (
+            f"the nginx edge gets certificates with certbot's webroot: use challenge 'http', "
+            f"not {config.domain.acme.challenge!r}"
+        )
 
     taken: dict[str, str] = {}
     hosts: list[tuple[Loc, str, str]] = [(("monitoring", "subdomain"), "monitoring", config.monitoring.subdomain)]
@@ -181,7 +191,10 @@ def _cross_field_problems(config: Config) -> Iterator[tuple[Loc, str]]:
     used: dict[int, str] = {}
     for key, port in config.published_ports():
         if port in used:
-            yield tuple(key.split(".")), f"port {port} is already used by {used[port]}"
+            first, second = used[port], key
+            if not written(tuple(second.split("."))):
+                first, second = second, first
+            yield tuple(second.split(".")), f"port {port} is already used by {first}"
         used[port] = key
 
 

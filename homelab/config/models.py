@@ -322,15 +322,6 @@ class Config(Model):
         default_factory=dict, description="Image override per service (e.g. traefik: traefik:v3.7.15)."
     )
 
-    @model_validator(mode="after")
-    def _ports_distinct(self) -> Config:
-        used: dict[int, str] = {}
-        for name, port in self.published_ports():
-            if port in used:
-                raise ValueError(f"port {port} is used by both {used[port]} and {name}")
-            used[port] = name
-        return self
-
     def published_ports(self) -> list[tuple[str, int]]:
         ports = [("edge.http_port", self.edge.http_port), ("edge.https_port", self.edge.https_port)]
         if self.apps.gitea.enabled:
