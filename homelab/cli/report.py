@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from homelab.doctor import Check
-from homelab.project import RenderResult
+if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
+    from homelab.doctor import Check
+    from homelab.project import RenderResult
 
 
 def print_report(result: RenderResult, *, applied: bool) -> None:

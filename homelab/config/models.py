@@ -283,9 +283,9 @@ class BackupRemote(Model):
 
 
 class Retention(Model):
-    hourly: int = Field(24, ge=0)
-    daily: int = Field(30, ge=0)
-    monthly: int = Field(12, ge=0)
+    hourly: int = Field(24, ge=0, description="Hourly snapshots kept.")
+    daily: int = Field(30, ge=0, description="Daily snapshots kept.")
+    monthly: int = Field(12, ge=0, description="Monthly snapshots kept.")
 
 
 class Backup(Model):
