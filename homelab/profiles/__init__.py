@@ -16,14 +16,48 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# IPMI entity ID codes (IPMI 2.0 table 43-13) for the entity names OpenIPMI prints.
+ENTITY_IDS = {
+    "processor": 3,
+    "disk_or_disk_bay": 4,
+    "system_board": 7,
+    "power_supply": 10,
+    "memory_module": 32,
+    "fan_cooling": 29,
+    "system_chassis": 23,
+}
+
+
 class BmcSensor(_Model):
     name: str
     type: Literal["temperature", "fanspeed", "voltage", "power", "current"]
     entity: str
+    # Entity id and instance: OpenIPMI names a sensor "<name> <entity> (<entity id>.<instance>)".
+    entity_id: int | None = None  # None: ENTITY_IDS[entity]
+    entity_instance: int = 1
     warn: float | None = None
     crit: float | None = None
     min: float | None = None
     max: float | None = None
+
+
+    @property
+    def ipmi_entity_id(self) -> int:
+        return self.entity_id if self.entity_id is not None else ENTITY_IDS[self.entity]
+
+    @property
+    def collectd_name(self) -> str:
+        """The type_instance collectd's ipmi plugin composes for this sensor."""
+        return f"{self.name} {self.entity} ({self.ipmi_entity_id}.{self.entity_instance})"
+
+
+class LmSensor(_Model):
+    """One lm-sensors feature read by collectd's sensors plugin: `sensors-<chip>.<type>-<feature>`."""
+
+    chip: str
+    type: Literal["temperature", "fanspeed", "voltage"] = "temperature"
+    feature: str
+    label: str
 
 
 class Bmc(_Model):
@@ -53,6 +87,8 @@ class Profile(_Model):
     pool: Pool
     thresholds: Thresholds
     network_interface: str
+    lm_sensors: list[LmSensor] = []
+    thermal_zones: list[str] = []
 
 
 def available() -> list[str]:

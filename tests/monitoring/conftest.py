@@ -1,0 +1,27 @@
+"""Fixtures for the monitoring stack: the example's plan, catalog and rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from homelab.config.loader import load
+from homelab.metrics import Catalog, catalog_for
+from homelab.plan import Plan, build_plan
+from homelab.render import Rendering, render_all
+
+
+@pytest.fixture
+def example_plan(example_config: Path) -> Plan:
+    return build_plan(load(example_config))
+
+
+@pytest.fixture
+def example_catalog(example_plan: Plan) -> Catalog:
+    return catalog_for(example_plan)
+
+
+@pytest.fixture
+def example_rendering(example_plan: Plan) -> Rendering:
+    return render_all(example_plan, {"secrets/ddns-password": "x", "secrets/b2-account": "x", "secrets/b2-key": "x"})
