@@ -31,11 +31,31 @@ def test_help_lists_every_command() -> None:
         assert command in result.stdout
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_help_of_each_command(command: str) -> None:
-    result = runner.invoke(app, [command, "--help"])
-    assert result.exit_code == 0, result.output
-    assert "--config" in result.stdout
+def _all_command_paths() -> list[list[str]]:
+    from typer.main import get_command
+
+    paths: list[list[str]] = []
+
+    def walk(command, prefix: list[str]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            paths.append([*prefix, name])
+            walk(sub, [*prefix, name])
+
+    walk(get_command(app), [])
+    return paths
+
+
+def test_every_command_has_help() -> None:
+    paths = _all_command_paths()
+    assert {p[0] for p in paths} >= set(COMMANDS)
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert result.stdout.startswith(f"Usage: homelab {' '.join(path)} ") or result.stdout.startswith(
+            f"Usage: root {' '.join(path)} "
+        ), (path, result.stdout)
+        summary = [line for line in result.stdout.splitlines()[1:] if line.strip()]
+        assert summary and not summary[0].strip().startswith("Options"), (path, "command has no help text")
 
 
 def test_version() -> None:

@@ -41,7 +41,7 @@ def test_hostnames_that_do_not_resolve_fail(plan) -> None:
 def test_busy_port_fails(plan) -> None:
     with socket.socket() as busy:
         busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        busy.bind(("0.0.0.0", 18443))
+        busy.bind(("127.0.0.1", 18443))  # a loopback listener blocks the 0.0.0.0 probe too
         busy.listen()
         checks = _by_name(doctor._ports(plan))
     assert checks["port 18443"].level == "fail"
