@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from homelab.plan import Plan
 from homelab.render import Rendering, tls_policy
 from homelab.render.edge_traefik import ca_server
@@ -23,13 +25,23 @@ def render(plan: Plan, rendering: Rendering) -> None:
     )
 
 
-def nginx_conf(plan: Plan, http_listen: str = "80", https_listen: str = "443", cert_dir: str = CERT_DIR) -> str:
-    """The listen addresses and certificate folder are parameters so contract tests can run the very
-    same configuration on loopback ports with test certificates."""
+def nginx_conf(
+    plan: Plan,
+    http_listen: str = "80",
+    https_listen: str = "443",
+    cert_dir: str = CERT_DIR,
+    health_listen: str = f"127.0.0.1:{HEALTH_PORT}",
+    upstreams: Mapping[str, str] | None = None,
+) -> str:
+    """The listen addresses, certificate folder and upstream addresses are parameters so contract
+    tests can run the very same configuration on loopback ports with test certificates and local
+    backends. `upstreams` maps an app to `host:port`; by default each app's service name on the proxy
+    network, resolved through Docker's DNS when a request needs it."""
+    default_upstreams = {r.app: f"{r.service}:{r.port}" for r in plan.routes}
     return render_template(
         "nginx.conf.j2",
         routes=plan.routes,
-        upstreams={r.app: f"{r.service}:{r.port}" for r in plan.routes},
+        upstreams={**default_upstreams, **(upstreams or {})},
         ciphers=tls_policy.openssl_ciphers(),
         curves=tls_policy.openssl_curves(),
         lan_cidrs=plan.config.edge.lan_cidrs,
@@ -38,5 +50,5 @@ def nginx_conf(plan: Plan, http_listen: str = "80", https_listen: str = "443", c
         https_listen=https_listen,
         cert_dir=cert_dir,
         webroot=WEBROOT,
-        health_port=HEALTH_PORT,
+        health_listen=health_listen,
     )

@@ -1,0 +1,492 @@
+"""Shared machinery for the edge contract tests: the example plan (optionally tweaked), test
+certificates, local HTTP backends, a Traefik-label -> file-provider converter, the real Traefik and
+NGINX processes on loopback, and a TLS/HTTP client that sets SNI and Host independently.
+
+Everything lives under a temporary folder, listens on 127.0.0.1 on ports the OS hands out, and every
+process is killed when its context manager exits. No mocks: these drive the real programs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import http.client
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from homelab.config.loader import load
+from homelab.plan import Plan, build_plan
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "homelab.yaml"
+EXAMPLE_SECRETS = ("ddns-password", "b2-account", "b2-key")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+VENV_BIN = Path(sys.executable).parent
+WAIT_SECONDS = 15.0
+
+
+# --- programs ------------------------------------------------------------------------------------
+
+
+def program(name: str) -> str:
+    """The path of a real program; skip on a laptop, fail in CI when it is missing."""
+    for candidate in (VENV_BIN / name, Path("/usr/sbin") / name, Path("/sbin") / name):
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    if IN_CI:
+        pytest.fail(f"program {name!r} is required in CI but missing (run scripts/install-test-deps)", pytrace=False)
+    pytest.skip(f"program {name!r} not available")
+    raise AssertionError  # unreachable
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# --- the example plan ----------------------------------------------------------------------------
+
+
+def example_plan(folder: Path, **edge: Any) -> Plan:
+    """Copy the bundled example (with its secret files) into `folder`, override `edge.*` keys (and
+    switch the ACME challenge to http for the nginx edge, as the loader demands), load it, plan it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    data["edge"].update(edge)
+    if data["edge"].get("kind") == "nginx":
+        data["domain"]["acme"]["challenge"] = "http"
+    (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    secrets = folder / "secrets"
+    secrets.mkdir(mode=0o700, exist_ok=True)
+    for name in EXAMPLE_SECRETS:
+        fd = os.open(secrets / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"example-{name}-value\n")
+    return build_plan(load(folder / "homelab.yaml"))
+
+
+# --- certificates --------------------------------------------------------------------------------
+
+
+@dataclass
+class LocalCA:
+    """A throwaway CA and one EC P-256 leaf per host name: what Let's Encrypt would hand out
+    (ECDSA P-256, SHA-256, 90 days: inside Mozilla intermediate's 366-day maximum)."""
+
+    folder: Path
+    ca_file: Path = field(init=False)
+    _ca_key: ec.EllipticCurvePrivateKey = field(init=False)
+    _ca_cert: x509.Certificate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._ca_key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "homelab contract test CA")])
+        now = dt.datetime.now(dt.UTC)
+        self._ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(hours=1))
+            .not_valid_after(now + dt.timedelta(days=90))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+            )
+            .sign(self._ca_key, hashes.SHA256())
+        )
+        self.ca_file = self.folder / "ca.pem"
+        self.ca_file.write_bytes(self._ca_cert.public_bytes(serialization.Encoding.PEM))
+
+    def leaf(self, host: str) -> tuple[Path, Path]:
+        """(fullchain.pem, privkey.pem) in `folder/<host>/`, the layout of certbot's live/ folder."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = dt.datetime.now(dt.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+            .issuer_name(self._ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(hours=1))
+            .not_valid_after(now + dt.timedelta(days=90))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
+            )
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(self._ca_key, hashes.SHA256())
+        )
+        folder = self.folder / host
+        folder.mkdir(exist_ok=True)
+        fullchain, privkey = folder / "fullchain.pem", folder / "privkey.pem"
+        fullchain.write_bytes(
+            cert.public_bytes(serialization.Encoding.PEM) + self._ca_cert.public_bytes(serialization.Encoding.PEM)
+        )
+        privkey.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        privkey.chmod(0o600)
+        return fullchain, privkey
+
+
+# --- backends ------------------------------------------------------------------------------------
+
+
+class _Backend(BaseHTTPRequestHandler):
+    """Answers every request with `<app> <METHOD> <path> <bytes received> <X-Forwarded-Proto>`."""
+
+    app = "?"
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        received = 0
+        while received < length:
+            chunk = self.rfile.read(min(1 << 20, length - received))
+            if not chunk:
+                break
+            received += len(chunk)
+        body = f"{self.app} {self.command} {self.path} {received} {self.headers.get('X-Forwarded-Proto')}\n"
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+
+@contextlib.contextmanager
+def backends(apps: list[str]) -> Iterator[dict[str, int]]:
+    """One local HTTP server per app on 127.0.0.1: {app: port}."""
+    servers: dict[str, ThreadingHTTPServer] = {}
+    try:
+        for app in apps:
+            handler = type(f"Backend_{app}", (_Backend,), {"app": app})
+            server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            server.daemon_threads = True
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+            servers[app] = server
+        yield {app: int(server.server_address[1]) for app, server in servers.items()}
+    finally:
+        for server in servers.values():
+            server.shutdown()
+            server.server_close()
+
+
+# --- client --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Response:
+    status: int
+    headers: http.client.HTTPMessage
+    body: str
+
+
+def client_context(ca_file: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(ca_file))
+    return context
+
+
+def https(
+    port: int,
+    host: str,
+    path: str = "/",
+    *,
+    ca_file: Path,
+    sni: str | None = None,
+    method: str = "GET",
+    body: bytes | Iterator[bytes] | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+) -> Response:
+    """An HTTPS request to 127.0.0.1:port with SNI `sni` (default `host`) and `Host: host`,
+    verifying the certificate against the test CA (so the right certificate must be served)."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        tls = client_context(ca_file).wrap_socket(raw, server_hostname=sni or host)
+    except BaseException:
+        raw.close()
+        raise
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    connection.sock = tls
+    try:
+        all_headers = {"Host": host, **(headers or {})}
+        if body is not None and not isinstance(body, bytes) and "Content-Length" not in all_headers:
+            raise ValueError("streamed bodies need a Content-Length")
+        connection.request(method, path, body=body, headers=all_headers)
+        response = connection.getresponse()
+        return Response(response.status, response.headers, response.read().decode(errors="replace"))
+    finally:
+        connection.close()
+
+
+def http_plain(port: int, host: str, path: str = "/", timeout: float = 10.0) -> Response:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", path, headers={"Host": host})
+        response = connection.getresponse()
+        return Response(response.status, response.headers, response.read().decode(errors="replace"))
+    finally:
+        connection.close()
+
+
+def tls_handshake_error(port: int, sni: str, ca_file: Path) -> ssl.SSLError | None:
+    """None when a TLS handshake with this SNI succeeds, else the error the server caused."""
+    context = client_context(ca_file)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # we only want to know whether the server completes it
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        try:
+            with context.wrap_socket(raw, server_hostname=sni):
+                return None
+        except ssl.SSLError as exc:
+            return exc
+
+
+def wait_until(check: Callable[[], bool], what: str, process: subprocess.Popen[bytes] | None = None,
+               log: Path | None = None, timeout: float = WAIT_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            break
+        try:
+            if check():
+                return
+        except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
+            last = exc
+        time.sleep(0.1)
+    detail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
+    state = f"exited with {process.returncode}" if process is not None and process.poll() is not None else "running"
+    raise AssertionError(f"timed out waiting for {what} (process {state}; last error {last!r})\n{detail}")
+
+
+@contextlib.contextmanager
+def running(argv: list[str], log: Path, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real process in its own process group, output to `log`, killed (group-wide) on exit."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=1)  # Traefik would wait up to 10 s for clients to leave
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=5)
+
+
+# --- Traefik -------------------------------------------------------------------------------------
+
+# Docker-label keys (Traefik matches them case-insensitively) -> the file provider's spelling.
+_LABEL_KEYS = {
+    "entrypoints": "entryPoints",
+    "certresolver": "certResolver",
+    "loadbalancer": "loadBalancer",
+    "rule": "rule",
+    "service": "service",
+    "middlewares": "middlewares",
+    "tls": "tls",
+    "server": "server",
+    "port": "port",
+}
+_LIST_KEYS = {"entryPoints", "middlewares"}
+
+
+def labels_to_dynamic(labels: Mapping[str, str], backend_urls: Mapping[str, str]) -> dict[str, Any]:
+    """Translate the Traefik docker labels of routed services into the equivalent file-provider dynamic
+    configuration: routers exactly as labelled; each service's `loadbalancer.server.port` (the port in
+    the container) becomes `loadBalancer.servers[0].url` = backend_urls[service] (a local stand-in).
+    Labels this helper does not understand fail the test instead of being dropped silently."""
+    dynamic: dict[str, Any] = {"http": {"routers": {}, "services": {}}}
+    for key, value in labels.items():
+        if key in ("traefik.enable",) or key.startswith("traefik.docker."):
+            continue
+        parts = key.split(".")
+        if parts[:2] != ["traefik", "http"] or len(parts) < 5 or parts[2] not in ("routers", "services"):
+            raise AssertionError(f"label {key!r} is not understood by the contract-test converter")
+        kind, name, path = parts[2], parts[3], parts[4:]
+        try:
+            spelled = [_LABEL_KEYS[p.lower()] for p in path]
+        except KeyError:
+            raise AssertionError(f"label {key!r} is not understood by the contract-test converter") from None
+        if kind == "services":
+            if spelled != ["loadBalancer", "server", "port"]:
+                raise AssertionError(f"label {key!r} is not understood by the contract-test converter")
+            int(value)  # a port in the container; replaced by the stand-in below
+            dynamic["http"]["services"][name] = {"loadBalancer": {"servers": [{"url": backend_urls[name]}]}}
+            continue
+        node = dynamic["http"]["routers"].setdefault(name, {})
+        for part in spelled[:-1]:
+            node = node.setdefault(part, {})
+        last = spelled[-1]
+        node[last] = [v.strip() for v in value.split(",")] if last in _LIST_KEYS else value
+    return dynamic
+
+
+@dataclass
+class Edge:
+    """A running edge on loopback."""
+
+    http_port: int
+    https_port: int
+    ca_file: Path
+    folder: Path
+    process: subprocess.Popen[bytes]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def https(self, host: str, path: str = "/", **kwargs: Any) -> Response:
+        return https(self.https_port, host, path, ca_file=self.ca_file, **kwargs)
+
+    def http(self, host: str, path: str = "/") -> Response:
+        return http_plain(self.http_port, host, path)
+
+    def handshake_error(self, sni: str) -> ssl.SSLError | None:
+        return tls_handshake_error(self.https_port, sni, self.ca_file)
+
+
+def traefik_static_for_test(static: dict[str, Any], folder: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The rendered static config with only what a loopback test must change: entry point addresses
+    (free 127.0.0.1 ports), ACME storage (tmp) and CA server (a closed local port, so nothing ever
+    leaves the machine), and the docker provider replaced by a file provider over `folder/dynamic`."""
+    static = yaml.safe_load(yaml.safe_dump(static))  # deep copy
+    ports = {name: free_port() for name in static["entryPoints"]}
+    for name, entry_point in static["entryPoints"].items():
+        entry_point["address"] = f"127.0.0.1:{ports[name]}"
+    for resolver in static.get("certificatesResolvers", {}).values():
+        resolver["acme"]["storage"] = str(folder / "acme.json")
+        resolver["acme"]["caServer"] = f"https://127.0.0.1:{free_port()}/directory"
+    assert "docker" in static["providers"], "the rendered config should read routes from Docker labels"
+    static["providers"] = {"file": {"directory": str(folder / "dynamic"), "watch": False}}
+    return static, ports
+
+
+@contextlib.contextmanager
+def traefik_edge(plan: Plan, folder: Path, pki: LocalCA,
+                 tweak_dynamic: Callable[[dict[str, Any]], None] | None = None) -> Iterator[Edge]:
+    """The real traefik with the rendered static + dynamic config and the routes from the rendered
+    labels, each pointing at a local backend; certificates from `pki` via dynamic tls.certificates."""
+    from homelab.render.edge_traefik import dynamic_config, route_labels, static_config
+
+    traefik = program("traefik")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dynamic").mkdir()
+    static, ports = traefik_static_for_test(static_config(plan), folder)
+    config_file = folder / "traefik.yml"
+    config_file.write_text(yaml.safe_dump(static, sort_keys=False))
+    dynamic = dynamic_config(plan)
+    if tweak_dynamic:
+        tweak_dynamic(dynamic)
+    (folder / "dynamic" / "dynamic.yml").write_text(yaml.safe_dump(dynamic, sort_keys=False))
+    certificates = []
+    for route in plan.routes:
+        fullchain, privkey = pki.leaf(route.host)
+        certificates.append({"certFile": str(fullchain), "keyFile": str(privkey)})
+    (folder / "dynamic" / "certificates.yml").write_text(yaml.safe_dump({"tls": {"certificates": certificates}}))
+    with backends([r.app for r in plan.routes]) as backend_ports:
+        labels: dict[str, str] = {}
+        for route in plan.routes:
+            labels.update(route_labels(plan, route))
+        routes = labels_to_dynamic(labels, {app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()})
+        (folder / "dynamic" / "routes.yml").write_text(yaml.safe_dump(routes, sort_keys=False))
+        log = folder / "traefik.log"
+        with running([traefik, f"--configFile={config_file}"], log, folder) as process:
+            edge = Edge(ports["web"], ports["websecure"], pki.ca_file, folder, process,
+                        {"ports": ports, "config_file": config_file, "backends": backend_ports})
+            first = plan.routes[0]
+            # ready when the last file-provider router answers through its backend
+            wait_until(lambda: edge.https(first.host).status != 404, "traefik to route", process, log)
+            yield edge
+
+
+# --- NGINX ---------------------------------------------------------------------------------------
+
+
+def nginx_config_for_test(text: str, folder: Path) -> str:
+    """Point the compiled-in writable paths (temp folders, access log) into `folder`: the only change a
+    non-container run needs besides the parameters nginx_conf() takes."""
+    for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (folder / "temp" / sub).mkdir(parents=True, exist_ok=True)
+    paths = "".join(
+        f"    {sub}_temp_path {folder / 'temp' / sub};\n" for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    assert text.count("\nhttp {\n") == 1
+    return text.replace("\nhttp {\n", f"\nhttp {{\n{paths}    access_log {folder / 'access.log'};\n", 1)
+
+
+@contextlib.contextmanager
+def nginx_edge(plan: Plan, folder: Path, pki: LocalCA) -> Iterator[Edge]:
+    from homelab.render.edge_nginx import nginx_conf
+
+    nginx = program("nginx")
+    folder.mkdir(parents=True, exist_ok=True)
+    # certbot's layout and modes: live/ is root-only, private keys 0600
+    cert_dir = folder / "live"
+    cert_dir.mkdir(mode=0o700)
+    for route in plan.routes:
+        pki.leaf(route.host)
+        shutil.copytree(pki.folder / route.host, cert_dir / route.host)
+        (cert_dir / route.host).chmod(0o700)
+    http_port, https_port, health_port = free_port(), free_port(), free_port()
+    with backends([r.app for r in plan.routes]) as backend_ports:
+        text = nginx_conf(
+            plan,
+            http_listen=f"127.0.0.1:{http_port}",
+            https_listen=f"127.0.0.1:{https_port}",
+            cert_dir=str(cert_dir),
+            health_listen=f"127.0.0.1:{health_port}",
+            upstreams={app: f"127.0.0.1:{port}" for app, port in backend_ports.items()},
+        )
+        config_file = folder / "nginx.conf"
+        config_file.write_text(nginx_config_for_test(text, folder))
+        error_log = folder / "error.log"
+        base = [nginx, "-e", str(error_log), "-p", str(folder), "-c", str(config_file)]
+        globals_ = f"pid {folder / 'nginx.pid'};"
+        test = subprocess.run([*base, "-t", "-g", globals_], capture_output=True, text=True, timeout=30)
+        assert test.returncode == 0, f"nginx -t rejected the rendered config:\n{test.stderr}"
+        log = folder / "nginx.out"
+        with running([*base, "-g", f"daemon off; {globals_}"], log, folder) as process:
+            edge = Edge(http_port, https_port, pki.ca_file, folder, process,
+                        {"health_port": health_port, "config_file": config_file, "backends": backend_ports,
+                         "error_log": error_log})
+            first = plan.routes[0]
+            wait_until(lambda: edge.https(first.host).status == 200, "nginx to serve TLS", process, error_log)
+            yield edge
