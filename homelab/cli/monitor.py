@@ -9,7 +9,14 @@ import typer
 from homelab.cli import ConfigOption
 from homelab.cli.errors import handled
 
-monitor_app = typer.Typer(help="The monitoring stack: metric catalog and whisper disk budget.", no_args_is_help=True)
+monitor_app = typer.Typer(
+    help="The monitoring stack: metric catalog and whisper disk budget.", no_args_is_help=True, rich_markup_mode=None
+)
+
+
+@monitor_app.callback()
+def _monitor() -> None:
+    """The monitoring stack: metric catalog and whisper disk budget."""
 
 
 @monitor_app.command()
