@@ -56,7 +56,9 @@ def program(name: str) -> str:
     if found:
         return found
     if IN_CI:
-        pytest.fail(f"program {name!r} is required in CI but missing (run scripts/install-test-deps)", pytrace=False)
+        pytest.fail(
+            f"program {name!r} is required in CI but missing (run scripts/install-test-deps)", pytrace=False
+        )
     pytest.skip(f"program {name!r} not available")
     raise AssertionError  # unreachable
 
@@ -147,7 +149,8 @@ class LocalCA:
         folder.mkdir(exist_ok=True)
         fullchain, privkey = folder / "fullchain.pem", folder / "privkey.pem"
         fullchain.write_bytes(
-            cert.public_bytes(serialization.Encoding.PEM) + self._ca_cert.public_bytes(serialization.Encoding.PEM)
+            cert.public_bytes(serialization.Encoding.PEM)
+            + self._ca_cert.public_bytes(serialization.Encoding.PEM)
         )
         privkey.write_bytes(
             key.private_bytes(
@@ -184,7 +187,7 @@ class _Backend(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = _answer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -197,12 +200,17 @@ def backends(apps: list[str]) -> Iterator[dict[str, int]]:
             handler = type(f"Backend_{app}", (_Backend,), {"app": app})
             server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
             server.daemon_threads = True
+            server.block_on_close = False  # never wait for a client the edge left hanging
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
             servers[app] = server
         yield {app: int(server.server_address[1]) for app, server in servers.items()}
     finally:
+        stoppers = [threading.Thread(target=server.shutdown) for server in servers.values()]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join(timeout=5)
         for server in servers.values():
-            server.shutdown()
             server.server_close()
 
 
@@ -277,8 +285,13 @@ def tls_handshake_error(port: int, sni: str, ca_file: Path) -> ssl.SSLError | No
             return exc
 
 
-def wait_until(check: Callable[[], bool], what: str, process: subprocess.Popen[bytes] | None = None,
-               log: Path | None = None, timeout: float = WAIT_SECONDS) -> None:
+def wait_until(
+    check: Callable[[], bool],
+    what: str,
+    process: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+    timeout: float = WAIT_SECONDS,
+) -> None:
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while time.monotonic() < deadline:
@@ -291,7 +304,11 @@ def wait_until(check: Callable[[], bool], what: str, process: subprocess.Popen[b
             last = exc
         time.sleep(0.1)
     detail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
-    state = f"exited with {process.returncode}" if process is not None and process.poll() is not None else "running"
+    state = (
+        f"exited with {process.returncode}"
+        if process is not None and process.poll() is not None
+        else "running"
+    )
     raise AssertionError(f"timed out waiting for {what} (process {state}; last error {last!r})\n{detail}")
 
 
@@ -299,7 +316,9 @@ def wait_until(check: Callable[[], bool], what: str, process: subprocess.Popen[b
 def running(argv: list[str], log: Path, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A real process in its own process group, output to `log`, killed (group-wide) on exit."""
     with log.open("wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+        process = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
+        )
     try:
         yield process
     finally:
@@ -307,7 +326,7 @@ def running(argv: list[str], log: Path, cwd: Path) -> Iterator[subprocess.Popen[
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
             try:
-                process.wait(timeout=1)  # Traefik would wait up to 10 s for clients to leave
+                process.wait(timeout=0.5)  # Traefik would wait up to 10 s for clients to leave
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
@@ -400,8 +419,9 @@ def traefik_static_for_test(static: dict[str, Any], folder: Path) -> tuple[dict[
 
 
 @contextlib.contextmanager
-def traefik_edge(plan: Plan, folder: Path, pki: LocalCA,
-                 tweak_dynamic: Callable[[dict[str, Any]], None] | None = None) -> Iterator[Edge]:
+def traefik_edge(
+    plan: Plan, folder: Path, pki: LocalCA, tweak_dynamic: Callable[[dict[str, Any]], None] | None = None
+) -> Iterator[Edge]:
     """The real traefik with the rendered static + dynamic config and the routes from the rendered
     labels, each pointing at a local backend; certificates from `pki` via dynamic tls.certificates."""
     from homelab.render.edge_traefik import dynamic_config, route_labels, static_config
@@ -420,17 +440,27 @@ def traefik_edge(plan: Plan, folder: Path, pki: LocalCA,
     for route in plan.routes:
         fullchain, privkey = pki.leaf(route.host)
         certificates.append({"certFile": str(fullchain), "keyFile": str(privkey)})
-    (folder / "dynamic" / "certificates.yml").write_text(yaml.safe_dump({"tls": {"certificates": certificates}}))
+    (folder / "dynamic" / "certificates.yml").write_text(
+        yaml.safe_dump({"tls": {"certificates": certificates}})
+    )
     with backends([r.app for r in plan.routes]) as backend_ports:
         labels: dict[str, str] = {}
         for route in plan.routes:
             labels.update(route_labels(plan, route))
-        routes = labels_to_dynamic(labels, {app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()})
+        routes = labels_to_dynamic(
+            labels, {app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()}
+        )
         (folder / "dynamic" / "routes.yml").write_text(yaml.safe_dump(routes, sort_keys=False))
         log = folder / "traefik.log"
         with running([traefik, f"--configFile={config_file}"], log, folder) as process:
-            edge = Edge(ports["web"], ports["websecure"], pki.ca_file, folder, process,
-                        {"ports": ports, "config_file": config_file, "backends": backend_ports})
+            edge = Edge(
+                ports["web"],
+                ports["websecure"],
+                pki.ca_file,
+                folder,
+                process,
+                {"ports": ports, "config_file": config_file, "backends": backend_ports},
+            )
             first = plan.routes[0]
             # ready when the last file-provider router answers through its backend
             wait_until(lambda: edge.https(first.host).status != 404, "traefik to route", process, log)
@@ -446,7 +476,8 @@ def nginx_config_for_test(text: str, folder: Path) -> str:
     for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (folder / "temp" / sub).mkdir(parents=True, exist_ok=True)
     paths = "".join(
-        f"    {sub}_temp_path {folder / 'temp' / sub};\n" for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        f"    {sub}_temp_path {folder / 'temp' / sub};\n"
+        for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
     assert text.count("\nhttp {\n") == 1
     return text.replace("\nhttp {\n", f"\nhttp {{\n{paths}    access_log {folder / 'access.log'};\n", 1)
@@ -484,9 +515,19 @@ def nginx_edge(plan: Plan, folder: Path, pki: LocalCA) -> Iterator[Edge]:
         assert test.returncode == 0, f"nginx -t rejected the rendered config:\n{test.stderr}"
         log = folder / "nginx.out"
         with running([*base, "-g", f"daemon off; {globals_}"], log, folder) as process:
-            edge = Edge(http_port, https_port, pki.ca_file, folder, process,
-                        {"health_port": health_port, "config_file": config_file, "backends": backend_ports,
-                         "error_log": error_log})
+            edge = Edge(
+                http_port,
+                https_port,
+                pki.ca_file,
+                folder,
+                process,
+                {
+                    "health_port": health_port,
+                    "config_file": config_file,
+                    "backends": backend_ports,
+                    "error_log": error_log,
+                },
+            )
             first = plan.routes[0]
             wait_until(lambda: edge.https(first.host).status == 200, "nginx to serve TLS", process, error_log)
             yield edge

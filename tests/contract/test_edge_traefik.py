@@ -143,7 +143,10 @@ def test_healthcheck_ping_exits_zero(edge: Edge) -> None:
     config_file: Path = edge.extra["config_file"]
     result = subprocess.run(
         [program("traefik"), "healthcheck", "--ping"],
-        cwd=config_file.parent, capture_output=True, text=True, timeout=20,
+        cwd=config_file.parent,
+        capture_output=True,
+        text=True,
+        timeout=20,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"127.0.0.1:{edge.extra['ports']['ping']}/ping" in result.stdout
