@@ -45,10 +45,18 @@ def _main(
 
 
 def main() -> None:
-    from homelab.cli import commands  # noqa: F401 - registers the commands
-
     app(prog_name="homelab")
 
 
 def default_config() -> Path:
     return Path(os.environ.get("HOMELAB_CONFIG", "homelab.yaml"))
+
+
+# The command modules register on `app` when imported; doing it here means every entry point (the
+# console script, `python -m homelab`, tests, the docs generator) sees the same command tree.
+from homelab.cli import commands  # noqa: E402, F401
+from homelab.cli.monitor import monitor_app  # noqa: E402
+from homelab.cli.storage import storage_app  # noqa: E402
+
+app.add_typer(monitor_app, name="monitor")
+app.add_typer(storage_app, name="storage")
