@@ -32,7 +32,12 @@ def static_config(plan: Plan) -> dict[str, Any]:
     elif acme.challenge == "tls":
         challenge = {"tlsChallenge": {}}
     else:
-        challenge = {"dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}}
+        challenge = {
+            "dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}
+        }
+    # Go keeps X_Forwarded_For / X.Real.Ip apart from the X-Forwarded-For / X-Real-Ip Traefik sets, but
+    # PHP (Nextcloud), CGI and WSGI read them as the same variable: drop such aliases before routing.
+    alias_headers = {"aliasHeadersStrategy": "delete"}
     return {
         "global": {"checkNewVersion": False, "sendAnonymousUsage": False},
         "log": {"level": "INFO"},
@@ -40,13 +45,20 @@ def static_config(plan: Plan) -> dict[str, Any]:
         "entryPoints": {
             "web": {
                 "address": ":80",
-                "http": {"redirections": {"entryPoint": {"to": "websecure", "scheme": "https", "permanent": True}}},
+                "http": {
+                    "redirections": {"entryPoint": {"to": "websecure", "scheme": "https", "permanent": True}},
+                    **alias_headers,
+                },
             },
             "websecure": {
                 "address": ":443",
-                "http": {"tls": {"certResolver": RESOLVER}, "middlewares": ["secure-headers@file"]},
+                "http": {
+                    "tls": {"certResolver": RESOLVER},
+                    "middlewares": ["secure-headers@file"],
+                    **alias_headers,
+                },
             },
-            "ping": {"address": f":{PING_PORT}"},
+            "ping": {"address": f":{PING_PORT}", "http": dict(alias_headers)},
         },
         "certificatesResolvers": {
             RESOLVER: {

@@ -182,6 +182,7 @@ class _Backend(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Backend-Saw", ",".join(self.headers.keys()))
         self.end_headers()
         self.wfile.write(data)
 

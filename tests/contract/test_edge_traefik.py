@@ -179,3 +179,15 @@ def test_label_converter_refuses_labels_it_does_not_know() -> None:
             "services": {"a": {"loadBalancer": {"servers": [{"url": "http://127.0.0.1:1"}]}}},
         }
     }
+
+
+def test_aliases_of_managed_headers_never_reach_the_backend(edge: Edge) -> None:
+    """PHP (Nextcloud) reads X_Forwarded_For and X.Real.Ip as HTTP_X_FORWARDED_FOR / HTTP_X_REAL_IP:
+    a client must not be able to smuggle those past the edge that sets the real ones."""
+    response = edge.https(
+        CLOUD, headers={"X_Forwarded_For": "6.6.6.6", "X.Real.Ip": "6.6.6.6", "X-Client_Role": "admin"}
+    )
+    assert response.status == 200
+    seen = {name.lower() for name in response.headers["X-Backend-Saw"].split(",")}
+    assert "x-forwarded-for" in seen
+    assert not {name for name in seen if "_" in name or "." in name}, seen
