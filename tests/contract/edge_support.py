@@ -17,7 +17,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,7 +25,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -35,12 +33,8 @@ from cryptography.x509.oid import NameOID
 
 from homelab.config.loader import load
 from homelab.plan import Plan, build_plan
+from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, find_program, missing, write_secret
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "homelab.yaml"
-EXAMPLE_SECRETS = ("ddns-password", "b2-account", "b2-key")
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-VENV_BIN = Path(sys.executable).parent
 WAIT_SECONDS = 15.0
 
 
@@ -48,19 +42,13 @@ WAIT_SECONDS = 15.0
 
 
 def program(name: str) -> str:
-    """The path of a real program; skip on a laptop, fail in CI when it is missing."""
-    for candidate in (VENV_BIN / name, Path("/usr/sbin") / name, Path("/sbin") / name):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which(name)
-    if found:
-        return found
-    if IN_CI:
-        pytest.fail(
-            f"program {name!r} is required in CI but missing (run scripts/install-test-deps)", pytrace=False
-        )
-    pytest.skip(f"program {name!r} not available")
-    raise AssertionError  # unreachable
+    """The path of a real program; skip on a laptop, fail in CI when it is missing (conftest's rule,
+    usable from module-scoped fixtures)."""
+    path = find_program(name)
+    if path is None:
+        missing(f"program {name!r}")
+    assert path is not None
+    return path
 
 
 def free_port() -> int:
@@ -81,12 +69,8 @@ def example_plan(folder: Path, **edge: Any) -> Plan:
     if data["edge"].get("kind") == "nginx":
         data["domain"]["acme"]["challenge"] = "http"
     (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    secrets = folder / "secrets"
-    secrets.mkdir(mode=0o700, exist_ok=True)
     for name in EXAMPLE_SECRETS:
-        fd = os.open(secrets / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"example-{name}-value\n")
+        write_secret(folder / "secrets" / name, f"example-{name}-value")
     return build_plan(load(folder / "homelab.yaml"))
 
 
