@@ -62,6 +62,7 @@ def scan(ports: dict[str, int], controls: dict[str, int]) -> dict[str, Any]:
                 result.connectivity_error_trace,
             )
             if name in controls:
+                assert result.scan_result is not None, name
                 suites = result.scan_result.tls_1_2_cipher_suites.result
                 curves = result.scan_result.elliptic_curves.result
                 assert suites is not None and curves is not None, name
