@@ -4,7 +4,10 @@ line in a whisper file with the catalog's retentions and aggregation."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -43,8 +46,18 @@ def collectd_check(collectd: str, conf: Path) -> tuple[list[str], set[str]]:
     every plugin). `collectd -t` alone proves little: 5.12 exits 0 even on a syntax error."""
     done = subprocess.run([collectd, "-t", "-C", str(conf)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    run = subprocess.run([collectd, "-T", "-C", str(conf)], capture_output=True, text=True, timeout=60)
-    log = run.stdout + run.stderr
+    log_path = conf.with_suffix(".log")
+    with log_path.open("w") as log_file:
+        # its own process group: exec children collectd forks can outlive `-T`; they are killed below
+        run = subprocess.Popen([collectd, "-T", "-C", str(conf)], stdout=log_file, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+        try:
+            run.wait(timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    log = log_path.read_text()
     return [line for line in log.splitlines() if CONFIG_ERRORS.search(line)], set(READ_FAILED.findall(log))
 
 
