@@ -46,6 +46,8 @@ def nginx_conf(
         curves=tls_policy.openssl_curves(),
         lan_cidrs=plan.config.edge.lan_cidrs,
         hsts_seconds=plan.config.edge.hsts_seconds,
+        # redirects name the public port when the host publishes HTTPS somewhere other than 443
+        public_port_suffix="" if plan.config.edge.https_port == 443 else f":{plan.config.edge.https_port}",
         http_listen=http_listen,
         https_listen=https_listen,
         cert_dir=cert_dir,

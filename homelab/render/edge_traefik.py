@@ -46,7 +46,7 @@ def static_config(plan: Plan) -> dict[str, Any]:
             "web": {
                 "address": ":80",
                 "http": {
-                    "redirections": {"entryPoint": {"to": "websecure", "scheme": "https", "permanent": True}},
+                    "redirections": {"entryPoint": {"to": _redirect_target(plan), "scheme": "https", "permanent": True}},
                     **alias_headers,
                 },
             },
@@ -81,6 +81,13 @@ def static_config(plan: Plan) -> dict[str, Any]:
             "file": {"filename": "/etc/traefik/dynamic.yml", "watch": True},
         },
     }
+
+
+def _redirect_target(plan: Plan) -> str:
+    """Redirect to the entry point when the public HTTPS port is the standard one; otherwise to the
+    public port (the container always listens on 443, the host may publish another port)."""
+    port = plan.config.edge.https_port
+    return "websecure" if port == 443 else f":{port}"
 
 
 def dynamic_config(plan: Plan) -> dict[str, Any]:
