@@ -13,6 +13,7 @@ stops the run, naming the service and its last health check output.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import stat
@@ -28,7 +29,8 @@ from homelab.errors import CommandFailed, ConfigError, HomelabError
 from homelab.plan import Plan, Stack
 from homelab.render.compose import SECRETS_DIR, project_name
 from homelab.runtime import process
-from homelab.runtime.docker import PROJECT_PREFIX, Container, Docker, describe_failure
+from homelab.runtime.compose import compose_command
+from homelab.runtime.docker import OVERRIDE, PROJECT_PREFIX, Container, Docker, describe_failure
 
 Action = Literal["create", "recreate", "start", "leave", "remove"]
 DEFAULT_TIMEOUT = 300
@@ -67,8 +69,14 @@ class StackPlan:
     @property
     def forced(self) -> list[str]:
         """Services compose would leave alone (same hash) but that must be recreated."""
-        return [a.service for a in self.actions if a.action == "recreate" and a.container is not None
-                and a.container.config_hash and not a.reason.startswith("config changed")]
+        return [
+            a.service
+            for a in self.actions
+            if a.action == "recreate"
+            and a.container is not None
+            and a.container.config_hash
+            and not a.reason.startswith("config changed")
+        ]
 
 
 @dataclass
@@ -99,7 +107,9 @@ def select_stacks(plan: Plan, names: Iterable[str]) -> list[str]:
     names = list(names)
     unknown = [n for n in names if n not in plan.stacks]
     if unknown:
-        raise ConfigError([f"unknown stack {n!r} (this config has: {', '.join(plan.stacks)})" for n in unknown])
+        raise ConfigError(
+            [f"unknown stack {n!r} (this config has: {', '.join(plan.stacks)})" for n in unknown]
+        )
     return [n for n in plan.stacks if not names or n in names]
 
 
@@ -140,7 +150,7 @@ def converge(
                 compose_file.write_bytes(pending[name])
             jobs.append((f"{PROJECT_PREFIX}{name}", out / name, compose_file))
             job_stacks.append(name)
-        hashes = dict(zip(job_stacks, docker.config_hashes_many(jobs), strict=True))
+        hashes = _cached_hashes(docker, out, jobs, job_stacks, save=not pending)
 
     image_refs = {c.image for c in running if c.project in {f"{PROJECT_PREFIX}{n}" for n in stacks}}
     images = docker.image_ids(image_refs) if image_refs else {}
@@ -152,22 +162,75 @@ def converge(
         stack_plan = StackPlan(name, out / name)
         for service_name in stack.services:
             container = containers.get(service_name)
-            action, reason = _decide(plan, stack, service_name, container, hashes.get(name, {}), images, changed)
+            action, reason = _decide(
+                plan, stack, service_name, container, hashes.get(name, {}), images, changed
+            )
             stack_plan.actions.append(ServiceAction(name, service_name, action, reason, container))
         for service_name, container in sorted(containers.items()):
             if service_name not in stack.services:
                 stack_plan.actions.append(
-                    ServiceAction(name, service_name, "remove", "no longer in the config", container))
+                    ServiceAction(name, service_name, "remove", "no longer in the config", container)
+                )
         result.append(stack_plan)
     if include_removed_stacks:
         wanted = {f"{PROJECT_PREFIX}{n}" for n in plan.stacks}
         for project in sorted(set(by_project) - wanted):
             name = project.removeprefix(PROJECT_PREFIX)
             stack_plan = StackPlan(name, out / name, remove_stack=True)
-            stack_plan.actions = [ServiceAction(name, c.service, "remove", "stack no longer in the config", c)
-                                  for c in by_project[project]]
+            stack_plan.actions = [
+                ServiceAction(name, c.service, "remove", "stack no longer in the config", c)
+                for c in by_project[project]
+            ]
             result.append(stack_plan)
     return Convergence(result)
+
+
+HASH_CACHE = ".homelab-hashes.json"
+
+
+def _cached_hashes(
+    docker: Docker, out: Path, jobs: list[tuple[str, Path, Path | None]], names: list[str], *, save: bool
+) -> dict[str, dict[str, str]]:
+    """`config --hash` per stack, memoized by everything compose reads to compute it (its own argv
+    and version, the project folder, compose.yaml + override + .env bytes): a no-op `up` then
+    starts no compose process at all. The hashes are still compose's own."""
+    cache_file = out / HASH_CACHE
+    try:
+        cache = json.loads(cache_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cache = {}
+    result: dict[str, dict[str, str]] = {}
+    missing = []
+    keys = {}
+    for name, job in zip(names, jobs, strict=True):
+        keys[name] = _hash_key(docker, *job)
+        entry = cache.get(name) or {}
+        if entry.get("key") == keys[name]:
+            result[name] = entry["hashes"]
+        else:
+            missing.append((name, job))
+    if missing:
+        computed = docker.config_hashes_many([job for _, job in missing])
+        for (name, _), hashes in zip(missing, computed, strict=True):
+            result[name] = hashes
+            cache[name] = {"key": keys[name], "hashes": hashes}
+        if save and out.is_dir():
+            tmp = cache_file.with_name(f".{HASH_CACHE}.tmp")
+            tmp.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.replace(cache_file)
+    return result
+
+
+def _hash_key(docker: Docker, project: str, stack_dir: Path, compose_file: Path | None) -> str:
+    digest = hashlib.sha256()
+    argv, version = compose_command()
+    digest.update(json.dumps([argv, version, project, str(stack_dir.resolve())]).encode())
+    for path in (compose_file or stack_dir / "compose.yaml", stack_dir / OVERRIDE, stack_dir / ".env"):
+        try:
+            digest.update(path.read_bytes())
+        except FileNotFoundError:
+            digest.update(b"\0absent")
+    return digest.hexdigest()
 
 
 def _decide(
@@ -243,8 +306,11 @@ def _owners(plan: Plan, stack_name: str) -> set[str]:
         return set()
     owners = {stack_name}
     owners |= {r.app for r in plan.routes if r.stack == stack_name}
-    owners |= {d.owner for d in plan.datasets if any(
-        m.source == d.path for s in stack.services.values() for m in s.mounts)}
+    owners |= {
+        d.owner
+        for d in plan.datasets
+        if any(m.source == d.path for s in stack.services.values() for m in s.mounts)
+    }
     return owners
 
 
@@ -263,8 +329,10 @@ def _ensure_acme_json(path: Path) -> list[str]:
         path.chmod(0o600)
         return [str(path)]
     if not stat.S_ISREG(info.st_mode):
-        raise HomelabError(f"{path} is not a regular file (a missing bind source became a folder?): "
-                           "remove it and run up again")
+        raise HomelabError(
+            f"{path} is not a regular file (a missing bind source became a folder?): "
+            "remove it and run up again"
+        )
     if stat.S_IMODE(info.st_mode) != 0o600:
         path.chmod(0o600)  # Traefik refuses an acme.json readable by others
     return []
@@ -297,7 +365,9 @@ def apply(
     for index, stack in enumerate(todo):
         if stack.remove_stack:
             progress(f"{stack.name}: taking down (no longer in the config)")
-            docker.down(stack.project, stack.directory if (stack.directory / "compose.yaml").is_file() else None)
+            docker.down(
+                stack.project, stack.directory if (stack.directory / "compose.yaml").is_file() else None
+            )
             removed.append(stack.name)
             continue
         progress(f"{stack.name}: applying, waiting up to {timeout:.0f}s for health")
@@ -305,29 +375,38 @@ def apply(
         try:
             docker.up(stack.project, stack.directory, timeout=timeout, force_recreate=stack.forced)
         except (CommandFailed, TimeoutError) as exc:
-            later = [s.name for s in todo[index + 1:] if not s.remove_stack]
+            later = [s.name for s in todo[index + 1 :] if not s.remove_stack]
             raise diagnose(docker, stack, exc, time.monotonic() - began, later) from None
         progress(f"{stack.name}: healthy after {time.monotonic() - began:.1f}s")
         applied.append(stack.name)
     return ApplyResult(applied, removed, time.monotonic() - start)
 
 
-def diagnose(docker: Docker, stack: StackPlan, exc: Exception, seconds: float, later: list[str]) -> ApplyFailed:
+def diagnose(
+    docker: Docker, stack: StackPlan, exc: Exception, seconds: float, later: list[str]
+) -> ApplyFailed:
     """Turn a failed `up --wait` into: which service, what its last health check said, what waits."""
     containers = docker.containers([stack.project])
-    bad = [c for c in containers if c.health in ("unhealthy", "starting")
-           or c.state in ("exited", "dead", "restarting")]
+    bad = [
+        c
+        for c in containers
+        if c.health in ("unhealthy", "starting") or c.state in ("exited", "dead", "restarting")
+    ]
     not_started = sorted(c.service for c in containers if c.state == "created")
     lines = []
     for c in sorted(bad, key=lambda c: (c.health != "unhealthy", c.service)):
         if c.health in ("unhealthy", "starting"):
-            verdict = "is unhealthy" if c.health == "unhealthy" else f"did not become healthy within {seconds:.0f}s"
+            verdict = (
+                "is unhealthy" if c.health == "unhealthy" else f"did not become healthy within {seconds:.0f}s"
+            )
             output = c.health_output or "(no output)"
             lines.append(f"stack {stack.name}: service {c.service} {verdict}; last health check: {output}")
         else:
             tail = _last_log_lines(docker, c)
-            lines.append(f"stack {stack.name}: service {c.service} {c.state} (exit code {c.exit_code})"
-                         + (f"; last output: {tail}" if tail else ""))
+            lines.append(
+                f"stack {stack.name}: service {c.service} {c.state} (exit code {c.exit_code})"
+                + (f"; last output: {tail}" if tail else "")
+            )
     if not lines:
         reason = describe_failure(exc) if isinstance(exc, CommandFailed) else str(exc)
         lines.append(f"stack {stack.name}: docker compose up failed: {reason}")
@@ -347,7 +426,9 @@ def _last_log_lines(docker: Docker, container: Container, count: int = 3) -> str
 # --- down and status ------------------------------------------------------------------------------
 
 
-def down(plan: Plan, out: Path, docker: Docker, stacks: list[str], progress: Callable[[str], None]) -> list[str]:
+def down(
+    plan: Plan, out: Path, docker: Docker, stacks: list[str], progress: Callable[[str], None]
+) -> list[str]:
     """Take stacks down in reverse dependency order. Datasets, acme.json and secrets stay."""
     running = {c.project for c in docker.containers()}
     done = []
@@ -382,18 +463,24 @@ def status(plan: Plan, docker: Docker) -> list[ServiceStatus]:
         for name, service in stack.services.items():
             c = containers.get((project_name(stack), name))
             route = plan.route_for(stack.name, name)
-            url = f"https://{route.host}" + ("" if plan.config.edge.https_port == 443
-                                               else f":{plan.config.edge.https_port}") if route else "-"
-            rows.append(ServiceStatus(
-                stack=stack.name,
-                service=name,
-                state=c.state if c else "absent",
-                health=(c.health or "-") if c else "-",
-                image=service.image,
-                url=url,
-                cert_expiry=expiries.get(route.host, "none yet") if route else "-",
-                last_change=_when(c.created) if c else "-",
-            ))
+            url = (
+                f"https://{route.host}"
+                + ("" if plan.config.edge.https_port == 443 else f":{plan.config.edge.https_port}")
+                if route
+                else "-"
+            )
+            rows.append(
+                ServiceStatus(
+                    stack=stack.name,
+                    service=name,
+                    state=c.state if c else "absent",
+                    health=(c.health or "-") if c else "-",
+                    image=service.image,
+                    url=url,
+                    cert_expiry=expiries.get(route.host, "none yet") if route else "-",
+                    last_change=_when(c.created) if c else "-",
+                )
+            )
     return rows
 
 
@@ -432,7 +519,9 @@ def _pem_expiry(pem: bytes) -> str:
         cert = x509.load_pem_x509_certificate(pem)
         return cert.not_valid_after_utc.strftime("%Y-%m-%d")
     except ImportError:
-        proc = process.run(["openssl", "x509", "-noout", "-enddate"], input=pem.decode(), check=False, timeout=10)
+        proc = process.run(
+            ["openssl", "x509", "-noout", "-enddate"], input=pem.decode(), check=False, timeout=10
+        )
         return proc.stdout.strip().removeprefix("notAfter=") if proc.returncode == 0 else ""
     except ValueError:
         return ""

@@ -16,7 +16,8 @@ OutOption = Annotated[
     Path | None, typer.Option("--out", "-o", help="Stacks folder (default: ./stacks next to the config).")
 ]
 StacksArgument = Annotated[
-    list[str] | None, typer.Argument(help="Stacks to act on (edge, media, cloud, dev, monitoring); default: all.")
+    list[str] | None,
+    typer.Argument(help="Stacks to act on (edge, media, cloud, dev, monitoring); default: all."),
 ]
 VERBS = {"create": "create", "recreate": "recreate", "start": "start", "remove": "remove"}
 
@@ -30,7 +31,9 @@ def up(
     stacks: StacksArgument = None,
     config: ConfigOption = CONFIG_DEFAULT,
     out: OutOption = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would change; change nothing.")
+    ] = False,
     timeout: Annotated[
         int, typer.Option("--timeout", min=1, help="Seconds each stack may take to become healthy.")
     ] = 300,
@@ -53,10 +56,20 @@ def up(
         changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
         pending = None
         if dry_run:
-            pending = {s: result.rendering.files[f"{s}/compose.yaml"] for s in selected
-                       if f"{s}/compose.yaml" in changed}
-        convergence = apply.converge(result.plan, result.out, docker, selected, changed_files=changed,
-                                     pending_compose=pending, include_removed_stacks=not stacks)
+            pending = {
+                s: result.rendering.files[f"{s}/compose.yaml"]
+                for s in selected
+                if f"{s}/compose.yaml" in changed
+            }
+        convergence = apply.converge(
+            result.plan,
+            result.out,
+            docker,
+            selected,
+            changed_files=changed,
+            pending_compose=pending,
+            include_removed_stacks=not stacks,
+        )
         if result.report.changed:
             print_report(result, applied=not dry_run)
         _print_convergence(convergence)
@@ -114,8 +127,10 @@ def status(config: ConfigOption = CONFIG_DEFAULT) -> None:
         docker.check()
         rows = apply.status(plan, docker)
     header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE")
-    table = [header] + [(f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change)
-                        for r in rows]
+    table = [header] + [
+        (f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change)
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -148,5 +163,7 @@ def logs(
         docker = Docker()
         docker.check()
         directory = (out or default_out(loaded)).resolve() / stack.name
-        code = docker.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
+        code = docker.stream(
+            docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail)
+        )
     raise typer.Exit(code)

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
-
 import standins
+import yaml
 
 VENV_BIN = Path(sys.executable).parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -42,6 +41,7 @@ def find_program(name: str) -> str | None:
             return str(candidate)
     return shutil.which(name)
 
+
 HOMELAB = str(VENV_BIN / "homelab")
 DOMAIN = "example.com"
 
@@ -54,8 +54,13 @@ def free_port() -> int:
 
 def _engine_ok() -> bool:
     try:
-        proc = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
-                              text=True, timeout=30, check=False)
+        proc = subprocess.run(
+            ["docker", "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except FileNotFoundError:
         return False
     return proc.returncode == 0
@@ -63,9 +68,20 @@ def _engine_ok() -> bool:
 
 def remove_homelab_resources() -> None:
     """Every container of a homelab-* compose project, the homelab networks."""
-    out = standins.docker("ps", "-a", "--filter", "label=com.docker.compose.project",
-                          "--format", '{{.ID}} {{.Label "com.docker.compose.project"}}', check=False).stdout
-    ids = [line.split()[0] for line in out.splitlines() if line.split()[1:2] and line.split()[1].startswith("homelab-")]
+    out = standins.docker(
+        "ps",
+        "-a",
+        "--filter",
+        "label=com.docker.compose.project",
+        "--format",
+        '{{.ID}} {{.Label "com.docker.compose.project"}}',
+        check=False,
+    ).stdout
+    ids = [
+        line.split()[0]
+        for line in out.splitlines()
+        if line.split()[1:2] and line.split()[1].startswith("homelab-")
+    ]
     stray = standins.docker("ps", "-aq", "--filter", f"label={standins.LABEL}", check=False).stdout.split()
     if ids or stray:
         standins.docker("rm", "-f", *ids, *stray, check=False)
@@ -107,58 +123,123 @@ class Pebble:
 
 
 def _docker_gateway() -> str:
-    out = standins.docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}").stdout
+    out = standins.docker(
+        "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}"
+    ).stdout
     return out.strip() or "172.17.0.1"
 
 
-@pytest.fixture(scope="session")
-def pebble(engine: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
+def start_pebble(work: Path) -> tuple[Pebble, Path, list[subprocess.Popen]]:
     """Pebble (ACME test CA) + pebble-challtestsrv (DNS: every name -> 127.0.0.1). Pebble's ACME API
     listens on the docker bridge's gateway so Traefik in a container reaches it; it validates
-    TLS-ALPN-01 on 127.0.0.1:<the edge's published https port>."""
-    work = tmp_path_factory.mktemp("pebble")
+    TLS-ALPN-01 on 127.0.0.1:<tls_port>, which the tests publish as the edge's https port."""
     gateway = _docker_gateway()
     subprocess.run(
-        ["openssl", "req", "-x509", "-nodes", "-days", "30", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-subj", "/CN=pebble", "-addext", f"subjectAltName=DNS:localhost,IP:127.0.0.1,IP:{gateway}",
-         "-keyout", str(work / "pebble.key"), "-out", str(work / "pebble.pem")],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-nodes",
+            "-days",
+            "30",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-subj",
+            "/CN=pebble",
+            "-addext",
+            f"subjectAltName=DNS:localhost,IP:127.0.0.1,IP:{gateway}",
+            "-keyout",
+            str(work / "pebble.key"),
+            "-out",
+            str(work / "pebble.pem"),
+        ],
+        check=True,
+        capture_output=True,
     )
     api, mgmt, dns, dns_mgmt = free_port(), free_port(), free_port(), free_port()
     http_port, tls_port = free_port(), free_port()
-    (work / "pebble.json").write_text(json.dumps({"pebble": {
-        "listenAddress": f"{gateway}:{api}", "managementListenAddress": f"127.0.0.1:{mgmt}",
-        "certificate": str(work / "pebble.pem"), "privateKey": str(work / "pebble.key"),
-        "httpPort": http_port, "tlsPort": tls_port, "ocspResponderURL": "",
-        "externalAccountBindingRequired": False,
-    }}))
+    (work / "pebble.json").write_text(
+        json.dumps(
+            {
+                "pebble": {
+                    "listenAddress": f"{gateway}:{api}",
+                    "managementListenAddress": f"127.0.0.1:{mgmt}",
+                    "certificate": str(work / "pebble.pem"),
+                    "privateKey": str(work / "pebble.key"),
+                    "httpPort": http_port,
+                    "tlsPort": tls_port,
+                    "ocspResponderURL": "",
+                    "externalAccountBindingRequired": False,
+                }
+            }
+        )
+    )
     log = work / "pebble.log"
     dns_proc = subprocess.Popen(
-        [find_program("pebble-challtestsrv"), "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
-         "-dns01", f"127.0.0.1:{dns}", "-http01", "", "-https01", "", "-tlsalpn01", "",
-         "-management", f"127.0.0.1:{dns_mgmt}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            find_program("pebble-challtestsrv"),
+            "-defaultIPv4",
+            "127.0.0.1",
+            "-defaultIPv6",
+            "",
+            "-dns01",
+            f"127.0.0.1:{dns}",
+            "-http01",
+            "",
+            "-https01",
+            "",
+            "-tlsalpn01",
+            "",
+            "-management",
+            f"127.0.0.1:{dns_mgmt}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     with log.open("w") as handle:
         ca_proc = subprocess.Popen(
             [find_program("pebble"), "-config", str(work / "pebble.json"), "-dnsserver", f"127.0.0.1:{dns}"],
-            stdout=handle, stderr=subprocess.STDOUT,
-            env={**os.environ, "PEBBLE_VA_NOSLEEP": "1", "PEBBLE_WFE_NONCEREJECT": "0", "PEBBLE_AUTHZREUSE": "0"},
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env={
+                **os.environ,
+                "PEBBLE_VA_NOSLEEP": "1",
+                "PEBBLE_WFE_NONCEREJECT": "0",
+                "PEBBLE_AUTHZREUSE": "0",
+            },
         )
     context = ssl.create_default_context(cafile=str(work / "pebble.pem"))
     root = ""
-    for _ in range(100):
+    for _ in range(150):
         try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{mgmt}/roots/0", context=context, timeout=2) as resp:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{mgmt}/roots/0", context=context, timeout=2
+            ) as resp:
                 root = resp.read().decode()
                 break
         except OSError:
             time.sleep(0.2)
     assert root, f"pebble did not start: {log.read_text()}"
-    yield Pebble(f"https://{gateway}:{api}/dir", root, log, http_port, tls_port), work / "pebble.pem"
-    for proc in (ca_proc, dns_proc):
+    return (
+        Pebble(f"https://{gateway}:{api}/dir", root, log, http_port, tls_port),
+        work / "pebble.pem",
+        [ca_proc, dns_proc],
+    )
+
+
+def stop(processes: list[subprocess.Popen]) -> None:
+    for proc in processes:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def pebble(engine: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
+    ca, cert, processes = start_pebble(tmp_path_factory.mktemp("pebble"))
+    yield ca, cert
+    stop(processes)
 
 
 @pytest.fixture(scope="session")
@@ -177,10 +258,22 @@ HEALTH_OVERRIDE = {"interval": "1s", "timeout": "5s", "retries": 3, "start_perio
 class Deployment:
     """A homelab.yaml in a temp folder (storage under it too) and `homelab` run as a subprocess."""
 
-    def __init__(self, base: Path, env: dict[str, str], pebble: Pebble, images: dict[str, str],
-                 apps: dict[str, dict], extra_images: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        env: dict[str, str],
+        pebble: Pebble,
+        images: dict[str, str],
+        apps: dict[str, dict],
+        extra_images: dict[str, str] | None = None,
+    ) -> None:
         self.base = base
-        self.env = {**os.environ, **env, "HOME": str(base / "home"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+        self.env = {
+            **os.environ,
+            **env,
+            "HOME": str(base / "home"),
+            "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
+        }
         (base / "home").mkdir(parents=True, exist_ok=True)
         self.pebble = pebble
         self.http_port, self.https_port = pebble.http_port, pebble.tls_port
@@ -188,12 +281,19 @@ class Deployment:
         self.data = {
             "version": 1,
             "server": {"hostname": "nas", "timezone": "UTC", "uid": 1000, "gid": 1000},
-            "domain": {"name": DOMAIN, "acme": {"email": "admin@example.com", "challenge": "tls",
-                                                 "ca_server": pebble.url}},
-            "edge": {"http_port": self.http_port, "https_port": self.https_port,
-                     "lan_cidrs": ["127.0.0.0/8", "172.16.0.0/12"]},
+            "domain": {
+                "name": DOMAIN,
+                "acme": {"email": "admin@example.com", "challenge": "tls", "ca_server": pebble.url},
+            },
+            "edge": {
+                "http_port": self.http_port,
+                "https_port": self.https_port,
+                "lan_cidrs": ["127.0.0.0/8", "172.16.0.0/12"],
+            },
             "storage": {"pool": "tank", "root": "tank/homelab", "mountpoint": str(base / "tank")},
-            "apps": {name: {"enabled": False} for name in ("plex", "nextcloud", "gitea", "jenkins", "rstudio")},
+            "apps": {
+                name: {"enabled": False} for name in ("plex", "nextcloud", "gitea", "jenkins", "rstudio")
+            },
             "monitoring": {"enabled": False},
             "images": {**images, **(extra_images or {})},
         }
@@ -221,16 +321,29 @@ class Deployment:
         rendered = self.stacks_dir
         for compose_file in rendered.glob("*/compose.yaml"):
             document = yaml.safe_load(compose_file.read_text())
-            services = {name: {"healthcheck": HEALTH_OVERRIDE} for name, spec in document["services"].items()
-                        if spec.get("healthcheck")}
+            services = {
+                name: {"healthcheck": HEALTH_OVERRIDE}
+                for name, spec in document["services"].items()
+                if spec.get("healthcheck")
+            }
             (compose_file.parent / "compose.override.yaml").write_text(yaml.safe_dump({"services": services}))
 
-    def homelab(self, *args: str, check: bool = True, timeout: float = 300, env: dict[str, str] | None = None
-                ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([HOMELAB, *args, "--config", str(self.config)], capture_output=True, text=True,
-                              env={**self.env, **(env or {})}, timeout=timeout, check=False, cwd=self.base)
+    def homelab(
+        self, *args: str, check: bool = True, timeout: float = 300, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [HOMELAB, *args, "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            env={**self.env, **(env or {})},
+            timeout=timeout,
+            check=False,
+            cwd=self.base,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"homelab {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"homelab {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def up(self, *args: str, **kwargs) -> subprocess.CompletedProcess[str]:
@@ -245,23 +358,40 @@ class Deployment:
         if not out:
             return {}
         data = json.loads(standins.docker("inspect", *out).stdout)
-        return {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in data
-                if c["Config"]["Labels"].get("com.docker.compose.project", "").startswith("homelab-")}
+        return {
+            c["Config"]["Labels"]["com.docker.compose.service"]: c
+            for c in data
+            if c["Config"]["Labels"].get("com.docker.compose.project", "").startswith("homelab-")
+        }
 
     def compose(self, stack: str, *args: str) -> subprocess.CompletedProcess[str]:
         directory = self.stacks_dir / stack
-        return subprocess.run([self.env["HOMELAB_COMPOSE"], "--project-directory", str(directory),
-                               "-f", str(directory / "compose.yaml"), *args],
-                              capture_output=True, text=True, check=True, timeout=120)
+        return subprocess.run(
+            [
+                self.env["HOMELAB_COMPOSE"],
+                "--project-directory",
+                str(directory),
+                "-f",
+                str(directory / "compose.yaml"),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
 
 
-def https_get(port: int, host: str, path: str = "/", root_pem: str | None = None, timeout: float = 10
-              ) -> tuple[int, dict[str, str], str, dict]:
+def https_get(
+    port: int, host: str, path: str = "/", root_pem: str | None = None, timeout: float = 10
+) -> tuple[int, dict[str, str], str, dict]:
     """GET https://host:port/path with SNI=host over 127.0.0.1, verifying against root_pem.
     Returns status, headers, body and the peer certificate."""
     context = ssl.create_default_context(cadata=root_pem) if root_pem else ssl._create_unverified_context()  # noqa: S323
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw, \
-            context.wrap_socket(raw, server_hostname=host) as tls:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
         tls.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
         chunks = []
         while chunk := tls.recv(65536):
@@ -310,4 +440,3 @@ def make_deployment(base: Path, world, apps: dict[str, dict], **kwargs) -> Deplo
     env, pebble, images = world
     base.mkdir(parents=True, exist_ok=True)
     return Deployment(base, env, pebble, images, apps, **kwargs)
-

@@ -31,12 +31,16 @@ PREFIX = "homelab-test"
 LABEL = "homelab-test=1"
 
 
-def docker(*args: str, check: bool = True, timeout: float = 300, input: str | None = None
-           ) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, input=input,
-                          check=False)
+def docker(
+    *args: str, check: bool = True, timeout: float = 300, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, input=input, check=False
+    )
     if check and proc.returncode != 0:
-        raise RuntimeError(f"docker {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(
+            f"docker {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
@@ -45,7 +49,7 @@ class Rootfs:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.tar = tarfile.open(path, "w")
+        self.tar = tarfile.open(path, "w")  # noqa: SIM115 - closed by import_as
         self.dirs: set[str] = set()
 
     def _parents(self, name: str) -> None:
@@ -61,7 +65,9 @@ class Rootfs:
         info.type, info.mode = tarfile.DIRTYPE, mode
         self.tar.addfile(info)
 
-    def file(self, name: str, source: str | Path | None = None, data: bytes | None = None, mode: int = 0o755) -> None:
+    def file(
+        self, name: str, source: str | Path | None = None, data: bytes | None = None, mode: int = 0o755
+    ) -> None:
         self._parents(name)
         content = data if data is not None else Path(os.path.realpath(source)).read_bytes()  # type: ignore[arg-type]
         info = tarfile.TarInfo(name)
@@ -77,7 +83,9 @@ class Rootfs:
     def busybox(self) -> None:
         busybox = shutil.which("busybox") or "/bin/busybox"
         self.file("bin/busybox", busybox)
-        applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split()
+        applets = subprocess.run(
+            [busybox, "--list"], capture_output=True, text=True, check=True
+        ).stdout.split()
         for applet in applets:
             if applet != "busybox":
                 self.link(f"bin/{applet}", "busybox")
@@ -121,8 +129,11 @@ def traefik_image(workdir: Path, traefik_binary: str, pebble_cert: Path) -> str:
     root.file("usr/local/bin/traefik", traefik_binary)
     root.file("etc/ssl/pebble.pem", pebble_cert, mode=0o644)
     root.dir("tmp", 0o1777)
-    return root.import_as(f"{PREFIX}/traefik:run", 'ENTRYPOINT ["/usr/local/bin/traefik"]',
-                          "ENV LEGO_CA_CERTIFICATES=/etc/ssl/pebble.pem")
+    return root.import_as(
+        f"{PREFIX}/traefik:run",
+        'ENTRYPOINT ["/usr/local/bin/traefik"]',
+        "ENV LEGO_CA_CERTIFICATES=/etc/ssl/pebble.pem",
+    )
 
 
 def socket_proxy_image(workdir: Path) -> str:
@@ -150,7 +161,9 @@ def build_all(workdir: Path, traefik_binary: str, pebble_cert: Path) -> dict[str
 
 def remove_all() -> None:
     """Remove every homelab-test/* image."""
-    out = docker("images", "--filter", f"label={LABEL}", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout
+    out = docker(
+        "images", "--filter", f"label={LABEL}", "--format", "{{.Repository}}:{{.Tag}}", check=False
+    ).stdout
     tags = [t for t in out.split() if t.startswith(f"{PREFIX}/")]
     if tags:
         docker("rmi", "-f", *tags, check=False)

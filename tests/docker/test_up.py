@@ -25,7 +25,13 @@ APPS = {
     "jenkins": {"subdomain": "ci", "lan_only": True},  # LAN = 127/8 + 172.16/12 in this test
     "rstudio": {},
 }
-SERVICE_OF = {"plex": "plex", "nextcloud": "nextcloud", "gitea": "gitea", "jenkins": "jenkins", "rstudio": "rstudio"}
+SERVICE_OF = {
+    "plex": "plex",
+    "nextcloud": "nextcloud",
+    "gitea": "gitea",
+    "jenkins": "jenkins",
+    "rstudio": "rstudio",
+}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +56,9 @@ def test_every_app_answers_over_https_with_a_pebble_certificate(lab) -> None:  #
     assert (lab.base / "tank" / "edge" / "acme" / "acme.json").stat().st_mode & 0o777 == 0o600
     for app, host in lab.hosts().items():
         # the client verifies the chain against Pebble's root (/roots/0): a Traefik default cert fails
-        status, body, cert = wait_for(lambda host=host: _serving(lab, host), 60, f"a Pebble certificate for {host}")
+        _, body, cert = wait_for(
+            lambda host=host: _serving(lab, host), 60, f"a Pebble certificate for {host}"
+        )
         assert body.strip() == SERVICE_OF[app], f"{host} routed to the wrong service: {body!r}"
         names = [value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"]
         assert host in names
@@ -61,13 +69,29 @@ def test_every_app_answers_over_https_with_a_pebble_certificate(lab) -> None:  #
 
 def test_http_redirects_to_https_and_unlabeled_containers_get_no_route(lab) -> None:  # type: ignore[no-untyped-def]
     status, headers, _ = http_get(lab.http_port, "git.example.com", "/explore")
-    assert status in (301, 308) and headers["location"].startswith("https://git.example.com"), (status, headers)
+    assert status in (301, 308) and headers["location"].startswith("https://git.example.com"), (
+        status,
+        headers,
+    )
 
     # a container on the proxy network without traefik labels: Traefik must not route to it
     from standins import LABEL, docker
 
-    docker("run", "-d", "--name", "homelab-test-stray", "--label", LABEL, "--network", "homelab-proxy",
-           "-e", "STANDIN_NAME=stray", "-e", "STANDIN_PORT=80", "homelab-test/app:run")
+    docker(
+        "run",
+        "-d",
+        "--name",
+        "homelab-test-stray",
+        "--label",
+        LABEL,
+        "--network",
+        "homelab-proxy",
+        "-e",
+        "STANDIN_NAME=stray",
+        "-e",
+        "STANDIN_PORT=80",
+        "homelab-test/app:run",
+    )
     try:
         time.sleep(2)  # Traefik sees the start event at once; give it time to (not) build a route
         status, _, body, _ = https_get(lab.https_port, "git.example.com", root_pem=lab.pebble.root_pem)
@@ -103,13 +127,28 @@ def test_safety(lab) -> None:  # type: ignore[no-untyped-def]
     from standins import docker
 
     containers = lab.containers()
-    socket_users = sorted(name for name, c in containers.items()
-                          if any(m.get("Source") == "/var/run/docker.sock" for m in c["Mounts"]))
+    socket_users = sorted(
+        name
+        for name, c in containers.items()
+        if any(m.get("Source") == "/var/run/docker.sock" for m in c["Mounts"])
+    )
     assert socket_users == ["socket-proxy"]
 
     # through the proxy: reads the edge needs pass, a write is refused
     network = "homelab-edge_socket"
-    probe = ["run", "--rm", "--network", network, "--entrypoint", "/bin/wget", "homelab-test/app:run", "-q", "-S", "-O", "-"]
+    probe = [
+        "run",
+        "--rm",
+        "--network",
+        network,
+        "--entrypoint",
+        "/bin/wget",
+        "homelab-test/app:run",
+        "-q",
+        "-S",
+        "-O",
+        "-",
+    ]
     assert '"Id"' in docker(*probe, "http://socket-proxy:2375/containers/json").stdout
     refused = docker(*probe, "--post-data", "{}", "http://socket-proxy:2375/containers/create", check=False)
     assert refused.returncode != 0 and "403" in refused.stderr, refused.stderr
@@ -117,8 +156,11 @@ def test_safety(lab) -> None:  # type: ignore[no-untyped-def]
     assert refused.returncode != 0 and "403" in refused.stderr
 
     # only the edge publishes ports, except the SSH port the config asks gitea to publish (see docs/up.md)
-    published = {name: sorted(c["HostConfig"]["PortBindings"] or {}) for name, c in containers.items()
-                 if c["HostConfig"]["PortBindings"]}
+    published = {
+        name: sorted(c["HostConfig"]["PortBindings"] or {})
+        for name, c in containers.items()
+        if c["HostConfig"]["PortBindings"]
+    }
     assert published == {"traefik": ["443/tcp", "80/tcp"], "gitea": ["2222/tcp"]}, published
 
     # no secret value in any container's environment or in `docker compose config`
