@@ -240,7 +240,7 @@ def _service(config: Config, e: CatalogEntry, name: str, spec: ServiceSpec, rout
         image=config.images.get(name, spec.image),
         build=spec.build,
         user=fill(spec.user) if spec.user else None,
-        entrypoint=[fill(a) if "{" in a and "$(" not in a else a for a in spec.entrypoint] if spec.entrypoint else None,
+        entrypoint=list(spec.entrypoint) if spec.entrypoint else None,  # shell text: never templated
         command=spec.command,
         environment=environment,
         secrets=secrets,
