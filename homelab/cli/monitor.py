@@ -10,13 +10,13 @@ from homelab.cli import ConfigOption
 from homelab.cli.errors import handled
 
 monitor_app = typer.Typer(
-    help="The monitoring stack: metric catalog and whisper disk budget.", no_args_is_help=True, rich_markup_mode=None
+    help="The monitoring stack: metric catalog, whisper disk budget, PNG snapshots of the dashboards.", no_args_is_help=True, rich_markup_mode=None
 )
 
 
 @monitor_app.callback()
 def _monitor() -> None:
-    """The monitoring stack: metric catalog and whisper disk budget."""
+    """The monitoring stack: metric catalog, whisper disk budget, PNG snapshots of the dashboards."""
 
 
 @monitor_app.command()

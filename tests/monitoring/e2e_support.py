@@ -7,8 +7,8 @@
   PUTVALs exactly the catalog's series of the plugin it replaces.
 - `Carbon`: carbon-cache with the rendered carbon.conf/storage-schemas/storage-aggregation, its
   paths moved under a temp dir and its ports on free loopback ports.
-- `GraphiteWeb`: graphite-web (PyPI) via `django-admin runserver` on 127.0.0.1, reading carbon's
-  whisper files and its cache (CARBONLINK_HOSTS).
+- `GraphiteWeb`: graphite-web (PyPI)'s WSGI app on a threaded wsgiref server on 127.0.0.1, reading
+  carbon's whisper files and its cache (CARBONLINK_HOSTS).
 - `Collectd`: collectd -f with a given config, in its own process group (exec children included).
 
 Every process runs in its own session and is killed as a group; every wait is bounded.
@@ -21,7 +21,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -440,6 +439,10 @@ class Carbon:
         (self.conf_dir / "storage-aggregation.conf").write_text(self.aggregation)
 
     def start(self, timeout: float = 30) -> None:
+        self.launch()
+        self.wait_listening(timeout)
+
+    def launch(self) -> None:
         self.starts += 1
         self.process = Process(
             "carbon-cache",
@@ -448,6 +451,7 @@ class Carbon:
             self.root / f"carbon-{self.starts}.out",
         )
 
+    def wait_listening(self, timeout: float = 30) -> None:
         def listening() -> bool:
             assert self.process is not None
             self.process.check_alive()
@@ -474,15 +478,41 @@ class Carbon:
 
 
 # graphite-web ----------------------------------------------------------------------------------------
+SERVE_GRAPHITE = """# graphite-web's WSGI app on a threaded wsgiref server (what `django-admin runserver` uses, without
+# its start-up checks, which take many seconds on a loaded 2-core machine)
+import sys
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+
+class Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+from graphite.wsgi import application  # noqa: E402
+
+make_server("127.0.0.1", int(sys.argv[1]), application, server_class=Server, handler_class=Quiet).serve_forever()
+"""
+
+
 class GraphiteWeb:
-    """graphite-web from the venv, served by Django's runserver on 127.0.0.1."""
+    """graphite-web (PyPI, this venv) serving its render API on 127.0.0.1. The render API reads
+    whisper files and carbon's cache (CARBONLINK_HOSTS) only: no database is needed for it (the
+    `migrate` of the docs' recipe is for /metrics/find's user profiles, the browser and dashboards)."""
 
     def __init__(self, root: Path, storage: Path, carbonlink_port: int | None) -> None:
         self.root, self.port = root, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         conf = root / "conf"
-        (conf).mkdir(parents=True, exist_ok=True)
+        conf.mkdir(parents=True, exist_ok=True)
         (storage / "log" / "webapp").mkdir(parents=True, exist_ok=True)
+        # graphite-web only searches the whisper dir if it exists when its settings load
+        (storage / "whisper").mkdir(parents=True, exist_ok=True)
         links = [f"127.0.0.1:{carbonlink_port}"] if carbonlink_port else []
         (conf / "homelab_e2e_graphite_settings.py").write_text("\n".join([
             "# graphite-web settings for homelab's loopback tests",
@@ -492,13 +522,10 @@ class GraphiteWeb:
             "CARBONLINK_TIMEOUT = 2.0",
             'ALLOWED_HOSTS = ["127.0.0.1", "localhost"]',
             'TIME_ZONE = "UTC"',
-            "LOG_RENDERING_PERFORMANCE = False",
             "",
         ]))
-        django_admin = shutil.which("django-admin", path=str(VENV_BIN)) or shutil.which("django-admin")
-        if django_admin is None:
-            raise FileNotFoundError("django-admin (graphite-web's Django) not found")
-        self.env = {
+        (conf / "serve.py").write_text(SERVE_GRAPHITE)
+        env = {
             **os.environ,
             "PYTHONPATH": str(conf),
             "GRAPHITE_SETTINGS_MODULE": "homelab_e2e_graphite_settings",
@@ -506,18 +533,14 @@ class GraphiteWeb:
             "GRAPHITE_CONF_DIR": str(conf),
             "GRAPHITE_STORAGE_DIR": str(storage),
         }
-        migrate = subprocess.run([django_admin, "migrate", "--run-syncdb", "-v", "0"], env=self.env, cwd=root,
-                                 capture_output=True, text=True, timeout=180, check=False)
-        if migrate.returncode != 0:
-            raise RuntimeError(f"graphite-web migrate failed:\n{migrate.stdout}\n{migrate.stderr}")
-        self.process = Process("graphite-web", [django_admin, "runserver", f"127.0.0.1:{self.port}", "--noreload"],
-                               root / "graphite-web.log", env=self.env, cwd=root)
+        self.process = Process("graphite-web", [sys.executable, str(conf / "serve.py"), str(self.port)],
+                               root / "graphite-web.log", env=env, cwd=root)
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 120) -> None:
         def answers() -> bool:
             self.process.check_alive()
             try:
-                self.get("/metrics/find", {"query": "*"}, timeout=5)
+                self.get("/render", {"target": "homelab.nothing", "format": "json"}, timeout=10)
                 return True
             except OSError:
                 return False
@@ -531,6 +554,17 @@ class GraphiteWeb:
 
     def render(self, target: str, from_: str = "-5min", until: str = "now") -> list[dict[str, Any]]:
         return list(json.loads(self.get("/render", {"target": target, "from": from_, "until": until, "format": "json"})))
+
+    def render_many(self, targets: list[str], from_: str) -> dict[str, list[tuple[int, float]]]:
+        """Non-null points of each target, from one POSTed render (each target wrapped in an alias
+        naming its position, so a target without data is simply absent from the answer)."""
+        params = [("target", f"alias({t},'q{i}')") for i, t in enumerate(targets)]
+        params += [("from", from_), ("format", "json")]
+        request = urllib.request.Request(f"{self.url}/render", data=urllib.parse.urlencode(params).encode())
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback
+            answer = json.loads(response.read())
+        by_name = {series["target"]: points([series]) for series in answer}
+        return {t: by_name.get(f"q{i}", []) for i, t in enumerate(targets)}
 
     def stop(self) -> None:
         self.process.stop()
