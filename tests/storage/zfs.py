@@ -96,6 +96,7 @@ def write_config(
     apps: set[str] | None = None,
     remote_dir: Path | None = None,
     extra: dict | None = None,
+    backup: dict | None = None,
 ) -> Path:
     """homelab.yaml from the bundled example, pointed at a test pool (and a local backup remote)."""
     data = yaml.safe_load(EXAMPLE.read_text())
@@ -107,7 +108,8 @@ def write_config(
         data["monitoring"]["enabled"] = "monitoring" in apps
     if remote_dir is not None:
         data["backup"] = {"remotes": {"offsite": {"type": "local", "path": str(remote_dir)}},
-                          "schedule": "*-*-* 03:00:00", "retention": {"hourly": 24, "daily": 30, "monthly": 12}}
+                          "schedule": "*-*-* 03:00:00", "retention": {"hourly": 24, "daily": 30, "monthly": 12},
+                          **(backup or {})}
     else:
         data.pop("backup", None)
     for key, value in (extra or {}).items():

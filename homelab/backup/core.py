@@ -1,0 +1,536 @@
+"""Backup, verify, restore, drill, prune and status: the library the `homelab backup` commands call.
+
+A run, per dataset and remote: snapshot -> read it (`.zfs/snapshot` or a read-only clone) -> `rclone sync`
+to `<crypt>:current/<app>/<role>` with `--backup-dir <crypt>:archive/<run>/<app>/<role>` (what a run
+replaces or deletes is kept there) -> `cryptcheck` of the objects this run wrote -> a JSON record ->
+prune snapshots by the retention policy. Leftover `.partial` uploads of an interrupted run are removed
+first. `verify` cryptchecks everything against the snapshot of the last successful run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from homelab.backup import retention, zfs
+from homelab.backup.rclone import BackupError, Progress, Rclone, Result, Stats, crypt_name
+from homelab.backup.state import State
+from homelab.config.loader import LoadedConfig
+from homelab.errors import ConfigError
+from homelab.plan import Dataset, build_plan
+from homelab.secrets import generate, user_secret_values
+
+STATE_ENV = "HOMELAB_BACKUP_STATE"
+GENERATED_PASSWORD = "secrets/backup-crypt-password"
+GENERATED_SALT = "secrets/backup-crypt-salt"
+FULL_DRILL_EVERY = timedelta(days=30)
+LINK_SUFFIX = ".rclonelink"
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def default_state_dir(loaded: LoadedConfig) -> Path:
+    explicit = os.environ.get(STATE_ENV)
+    if explicit:
+        return Path(explicit)
+    return Path(loaded.config.storage.mountpoint) / ".homelab" / "backup"
+
+
+def _secret(loaded: LoadedConfig, named: str | None, generated: str, notes: list[str]) -> str:
+    if named:
+        return loaded.secret_path(named).read_text(encoding="utf-8").rstrip("\r\n")
+    path = loaded.base_dir / generated
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(generate() + "\n")
+        notes.append(f"generated {path}: keep a copy somewhere safe, without it the backup cannot be read")
+    return path.read_text(encoding="utf-8").rstrip("\r\n")
+
+
+@dataclass
+class Context:
+    """Everything a backup command needs, built once from the validated config."""
+
+    loaded: LoadedConfig
+    datasets: list[Dataset]
+    state: State
+    rclone: Rclone
+    remotes: list[str]
+    clock: Clock = utcnow
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def policy(self) -> retention.Policy:
+        r = self.loaded.config.backup.retention  # type: ignore[union-attr]
+        return retention.Policy(r.hourly, r.daily, r.monthly)
+
+    def select(self, only: list[str] | None) -> list[Dataset]:
+        if not only:
+            return self.datasets
+        chosen = [d for d in self.datasets if d.key in only or d.name in only]
+        unknown = set(only) - {d.key for d in chosen} - {d.name for d in chosen}
+        if unknown:
+            known = ", ".join(d.key for d in self.datasets)
+            raise ConfigError([f"not a backed-up dataset: {', '.join(sorted(unknown))} (known: {known})"])
+        return chosen
+
+    def remote_path(self, remote: str, *parts: str) -> str:
+        return f"{crypt_name(remote)}:" + "/".join(p.strip("/") for p in parts if p)
+
+
+def context(loaded: LoadedConfig, *, state_dir: Path | None = None, clock: Clock = utcnow,
+            remote: str | None = None) -> Context:
+    config = loaded.config
+    if config.backup is None or not config.backup.enabled:
+        raise ConfigError([f"{loaded.path}: backup: not configured (add a backup section with a remote)"])
+    backup = config.backup
+    plan = build_plan(loaded)
+    wanted = set(backup.datasets) if backup.datasets is not None else None
+    datasets = [d for d in plan.datasets if (d.key in wanted if wanted is not None else d.backup)]
+    if wanted:
+        unknown = wanted - {d.key for d in plan.datasets}
+        if unknown:
+            raise ConfigError([f"backup.datasets: unknown dataset role(s): {', '.join(sorted(unknown))}"])
+    remotes = sorted(backup.remotes)
+    if remote:
+        if remote not in backup.remotes:
+            raise ConfigError([f"no backup remote named {remote!r} (configured: {', '.join(remotes)})"])
+        remotes = [remote]
+    state = State(state_dir or default_state_dir(loaded))
+    state.ensure()
+    notes: list[str] = []
+    password = _secret(loaded, backup.crypt_password_file, GENERATED_PASSWORD, notes)
+    salt = _secret(loaded, backup.crypt_salt_file, GENERATED_SALT, notes)
+    values = user_secret_values(loaded)
+    secret_options = {name: {k: values[v] for k, v in r.secret_options.items()} for name, r in backup.remotes.items()}
+    rclone = Rclone(state.rclone_config, state.logs)
+    rclone.write_config(backup.remotes, secret_options, password, salt)
+    return Context(loaded, datasets, state, rclone, remotes, clock, notes)
+
+
+# --- files and manifests -------------------------------------------------------------------------
+
+
+def rclone_names(root: Path) -> tuple[list[str], int]:
+    """The paths rclone --links sees under root (symlinks as NAME.rclonelink) and their total size."""
+    names: list[str] = []
+    total = 0
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder)
+        for name in [*files, *(d for d in dirs if (base / d).is_symlink())]:
+            path = base / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                names.append(rel + LINK_SUFFIX)
+            else:
+                names.append(rel)
+                total += path.lstat().st_size
+    return names, total
+
+
+def digest(path: Path) -> str:
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    h = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _local(rel: str) -> str:
+    return rel[: -len(LINK_SUFFIX)] if rel.endswith(LINK_SUFFIX) else rel
+
+
+# --- run -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunReport:
+    record: dict[str, Any]
+    failures: list[str]
+
+
+def _new_run_id(ctx: Context) -> tuple[str, datetime]:
+    start = ctx.clock()
+    base = start.astimezone(UTC).strftime(retention.STAMP)
+    run_id, n = base, 0
+    taken = ctx.state.run_ids()
+    while run_id in taken:
+        n += 1
+        run_id = f"{base}-{n}"
+    return run_id, start
+
+
+def _clean_partials(ctx: Context, remote: str) -> None:
+    """Interrupted uploads leave `<name>.<hash>.partial` on file-like remotes: never keep them."""
+    from homelab.backup.rclone import base_name
+
+    remote_cfg = ctx.loaded.config.backup.remotes[remote]  # type: ignore[union-attr]
+    ctx.rclone.run(["delete", f"{base_name(remote)}:{remote_cfg.path}", "--include", "*.partial"], check=False)
+
+
+def run_backup(ctx: Context, only: list[str] | None = None,
+               progress: Callable[[str], Callable[[Stats], None] | None] | None = None,
+               say: Callable[[str], None] = lambda _: None) -> RunReport:
+    """Back up every selected dataset to every remote; raise BackupError naming each failure."""
+    datasets = ctx.select(only)
+    with ctx.state.lock():
+        run_id, start = _new_run_id(ctx)
+        snapshot = retention.PREFIX + run_id
+        record: dict[str, Any] = {"id": run_id, "start": _iso(start), "end": None, "result": "running",
+                                  "snapshot": snapshot, "remotes": ctx.remotes, "datasets": [], "bytes": 0,
+                                  "files": 0, "transferred_bytes": 0, "error": None}
+        ctx.state.save_run(record)
+        from homelab.backup.state import write_json
+
+        write_json(ctx.state.running_path, {"pid": os.getpid(), "run": run_id,
+                                            "snapshots": {d.name: snapshot for d in datasets}})
+        failures: list[str] = []
+        try:
+            for remote in ctx.remotes:
+                _clean_partials(ctx, remote)
+            for d in datasets:
+                zfs.clean_stale_clones(d.name)
+                zfs.snapshot(d.name, snapshot)
+                say(f"snapshot {d.name}@{snapshot}")
+                with zfs.open_snapshot(d.name, snapshot, ctx.state.mounts) as source:
+                    names, size = rclone_names(source)
+                    manifest = ctx.state.save_manifest(run_id, d.key, names)
+                    for remote in ctx.remotes:
+                        entry = _sync_one(ctx, run_id, d, remote, source, progress)
+                        entry.update(files=len(names), bytes=size, manifest=manifest, snapshot=snapshot)
+                        record["datasets"].append(entry)
+                        record["files"] += len(names)
+                        record["bytes"] += size
+                        record["transferred_bytes"] += entry["transferred_bytes"]
+                        if entry["result"] != "success":
+                            failures.append(f"{d.key} -> {remote}: {entry['error']}")
+                        say(f"{entry['result']:7} {d.key} -> {remote}: {len(names)} files, "
+                            f"{entry['transferred_files']} written, {entry['checked_files']} cryptchecked")
+        except Exception as exc:
+            failures.append(str(exc))
+            raise
+        finally:
+            end = ctx.clock()
+            record["end"] = _iso(end)
+            record["duration"] = round((end - start).total_seconds(), 3)
+            record["result"] = "failed" if failures else "success"
+            record["error"] = "; ".join(failures) or None
+            ctx.state.save_run(record)
+            ctx.state.running_path.unlink(missing_ok=True)
+            if not failures:
+                for remote in ctx.remotes:
+                    ctx.state.mark_success(remote, int(end.timestamp()))
+        for d in datasets:
+            for name in prune(ctx, d):
+                say(f"pruned {d.name}@{name}")
+    if failures:
+        raise BackupError("backup failed: " + "; ".join(failures))
+    return RunReport(record, failures)
+
+
+def _sync_one(ctx: Context, run_id: str, d: Dataset, remote: str, source: Path,
+              progress: Callable[[str], Callable[[Stats], None] | None] | None) -> dict[str, Any]:
+    dst = ctx.remote_path(remote, "current", d.key)
+    archive = ctx.remote_path(remote, "archive", run_id, d.key)
+    label = f"{run_id}-{remote}-{d.key.replace('/', '_')}"
+    reporter = progress(f"{d.key} -> {remote}") if progress else None
+    sync = ctx.rclone.logged(["sync", str(source), dst, "--backup-dir", archive, "--links",
+                              "--create-empty-src-dirs", "--transfers", "4", "--checkers", "8"],
+                             f"{label}-sync", reporter)
+    if reporter is not None and hasattr(reporter, "done"):
+        reporter.done()
+    entry: dict[str, Any] = {"dataset": d.name, "key": d.key, "remote": remote, "result": "success", "error": None,
+                             "transferred_files": len(sync.copied), "transferred_bytes": sync.stats.bytes,
+                             "checked_files": 0}
+    if not sync.ok:
+        entry.update(result="failed", error=_why(sync, "sync"))
+        return entry
+    if sync.copied:
+        listing = ctx.state.logs / f"{label}-written.txt"
+        listing.write_text("".join(f"{name}\n" for name in sync.copied), encoding="utf-8")
+        check = _cryptcheck(ctx, source, dst, f"{label}-check", files_from=listing)
+        entry["checked_files"] = check.matched
+        if check.problems:
+            entry.update(result="failed", error="cryptcheck: " + "; ".join(check.problems[:10]))
+    return entry
+
+
+def _why(result: Result, what: str) -> str:
+    if result.enospc:
+        first = next(e for e in result.errors if any(m in e.lower() for m in ("space", "enospc", "quota", "storage")))
+        return f"the remote is full (ENOSPC): {first}"
+    if result.returncode < 0:
+        return f"rclone {what} was killed (signal {-result.returncode})"
+    first = result.errors[0] if result.errors else f"rclone exited with {result.returncode}"
+    more = f" (and {len(result.errors) - 1} more errors)" if len(result.errors) > 1 else ""
+    return f"{what} failed: {first}{more}"
+
+
+@dataclass
+class CheckResult:
+    matched: int
+    differ: list[str]
+    missing: list[str]
+    extra: list[str]
+    errors: list[str]
+
+    @property
+    def problems(self) -> list[str]:
+        return ([f"differs: {p}" for p in self.differ] + [f"missing on the remote: {p}" for p in self.missing]
+                + [f"not in the snapshot: {p}" for p in self.extra] + [f"error: {p}" for p in self.errors])
+
+
+def _cryptcheck(ctx: Context, source: Path, dst: str, label: str, files_from: Path | None = None) -> CheckResult:
+    combined = ctx.state.logs / f"{label}.combined"
+    args = ["cryptcheck", str(source), dst, "--links", "--checkers", "8", "--combined", str(combined)]
+    if files_from:
+        args += ["--files-from-raw", str(files_from)]
+    result = ctx.rclone.logged(args, label)
+    out = CheckResult(0, [], [], [], [])
+    if combined.exists():
+        for line in combined.read_text(encoding="utf-8", errors="replace").splitlines():
+            mark, _, path = line.partition(" ")
+            {"=": lambda p: None, "*": out.differ.append, "-": out.missing.append, "+": out.extra.append,
+             "!": out.errors.append}.get(mark, lambda p: None)(path)
+            if mark == "=":
+                out.matched += 1
+    if not result.ok and not (out.differ or out.missing or out.extra or out.errors):
+        out.errors.append(_why(result, "cryptcheck"))
+    return out
+
+
+# --- verify --------------------------------------------------------------------------------------
+
+
+def last_success(ctx: Context, key: str, remote: str) -> dict[str, Any] | None:
+    for record in reversed(ctx.state.runs()):
+        for entry in record.get("datasets", []):
+            if entry["key"] == key and entry["remote"] == remote and entry["result"] == "success":
+                return {**entry, "run": record["id"], "start": record["start"], "end": record["end"]}
+    return None
+
+
+def verify(ctx: Context, only: list[str] | None = None, say: Callable[[str], None] = lambda _: None) -> dict:
+    """cryptcheck every object of the last successful backup against its snapshot."""
+    problems: list[str] = []
+    checked = 0
+    for d in ctx.select(only):
+        for remote in ctx.remotes:
+            last = last_success(ctx, d.key, remote)
+            if last is None:
+                problems.append(f"{d.key} -> {remote}: no successful backup yet")
+                continue
+            with zfs.open_snapshot(d.name, last["snapshot"], ctx.state.mounts) as source:
+                result = _cryptcheck(ctx, source, ctx.remote_path(remote, "current", d.key),
+                                     f"verify-{remote}-{d.key.replace('/', '_')}")
+            checked += result.matched
+            problems += [f"{d.key} -> {remote}: {p}" for p in result.problems]
+            say(f"{'ok' if not result.problems else 'FAILED':6} {d.key} -> {remote}: {result.matched} files match "
+                f"snapshot {last['snapshot']}")
+    when = ctx.clock()
+    record = {"id": when.strftime(retention.STAMP), "time": _iso(when), "checked": checked,
+              "result": "failed" if problems else "success", "problems": problems}
+    ctx.state.save_event("verify", record)
+    if problems:
+        raise BackupError("verify failed:\n  " + "\n  ".join(problems))
+    return record
+
+
+# --- restore -------------------------------------------------------------------------------------
+
+
+def restore(ctx: Context, key: str, to: Path, *, at: datetime | None = None, subpath: str | None = None,
+            remote: str | None = None) -> dict[str, Any]:
+    """Restore one dataset (or SUBPATH of it) into an empty folder, as of the latest run or of `at`."""
+    (d,) = ctx.select([key])
+    remote = remote or ctx.remotes[0]
+    if to.exists() and any(to.iterdir()):
+        raise BackupError(f"{to} is not empty: restore only into a new or empty folder")
+    to.mkdir(parents=True, exist_ok=True)
+    sub = (subpath or "").strip("/")
+    if at is None:
+        args = ["copy", ctx.remote_path(remote, "current", d.key), str(to), "--links", "--create-empty-src-dirs"]
+        if sub:
+            args += ["--include", f"/{sub}", "--include", f"/{sub}{LINK_SUFFIX}", "--include", f"/{sub}/**"]
+        result = ctx.rclone.logged(args, f"restore-{remote}-{d.key.replace('/', '_')}")
+        if not result.ok:
+            raise BackupError(f"restore of {d.key} failed: {_why(result, 'copy')}")
+        return {"dataset": d.key, "remote": remote, "files": result.stats.transfers, "bytes": result.stats.bytes,
+                "as_of": "latest"}
+    return _restore_at(ctx, d, remote, to, at, sub)
+
+
+def _restore_at(ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, sub: str) -> dict[str, Any]:
+    runs = ctx.state.runs()
+    chosen = None
+    for record in runs:
+        if _parse_iso(record["start"]) <= at:
+            for entry in record.get("datasets", []):
+                if entry["key"] == d.key and entry["remote"] == remote and entry["result"] == "success":
+                    chosen = (record, entry)
+    if chosen is None:
+        raise BackupError(f"no successful backup of {d.key} to {remote} at or before {_iso(at)}")
+    record, entry = chosen
+    wanted = [f for f in ctx.state.manifest(entry["manifest"])
+              if not sub or f == sub or _local(f) == sub or f.startswith(sub + "/")]
+    # the version a later run replaced or deleted sits in that run's archive; the first later archive wins
+    sources: dict[str, list[str]] = {}
+    remaining = set(wanted)
+    for later in (r for r in runs if r["id"] > record["id"]):
+        if not remaining:
+            break
+        root = ctx.remote_path(remote, "archive", later["id"], d.key)
+        listing = ctx.rclone.run(["lsf", "-R", "--files-only", root], check=False).splitlines()
+        hits = sorted(remaining & set(listing))
+        if hits:
+            sources[root] = hits
+            remaining -= set(hits)
+    if remaining:
+        sources[ctx.remote_path(remote, "current", d.key)] = sorted(remaining)
+    total = 0
+    for root, files in sources.items():
+        listing = ctx.state.logs / "restore-files.txt"
+        listing.write_text("".join(f"{f}\n" for f in files), encoding="utf-8")
+        result = ctx.rclone.logged(["copy", root, str(to), "--links", "--files-from-raw", str(listing)],
+                                   f"restore-at-{remote}-{d.key.replace('/', '_')}")
+        if not result.ok:
+            raise BackupError(f"restore of {d.key} as of {record['id']} failed: {_why(result, 'copy')}")
+        total += result.stats.transfers
+    return {"dataset": d.key, "remote": remote, "files": total, "as_of": record["id"]}
+
+
+# --- drill ---------------------------------------------------------------------------------------
+
+
+def drill(ctx: Context, *, sample: int = 20, full: bool | None = None, seed: int | None = None,
+          say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Restore a random sample (everything when a full drill is due) into scratch and compare with the snapshot."""
+    now = ctx.clock()
+    if full is None:
+        fulls = [e for e in ctx.state.events("drills") if e.get("full") and e["result"] == "success"]
+        full = not fulls or now - _parse_iso(fulls[-1]["time"]) >= FULL_DRILL_EVERY
+    rng = random.Random(seed)
+    checked, problems = 0, []
+    for d in ctx.datasets:
+        for remote in ctx.remotes:
+            last = last_success(ctx, d.key, remote)
+            if last is None:
+                problems.append(f"{d.key} -> {remote}: no successful backup to drill")
+                continue
+            names = ctx.state.manifest(last["manifest"])
+            chosen = names if full else rng.sample(names, min(sample, len(names)))
+            with tempfile.TemporaryDirectory(prefix="drill-", dir=ctx.state.root / "private") as scratch, \
+                    zfs.open_snapshot(d.name, last["snapshot"], ctx.state.mounts) as source:
+                listing = Path(scratch) / "files.txt"
+                listing.write_text("".join(f"{f}\n" for f in chosen), encoding="utf-8")
+                target = Path(scratch) / "restored"
+                result = ctx.rclone.logged(["copy", ctx.remote_path(remote, "current", d.key), str(target), "--links",
+                                            "--files-from-raw", str(listing)], f"drill-{remote}")
+                if not result.ok:
+                    problems.append(f"{d.key} -> {remote}: {_why(result, 'restore')}")
+                    continue
+                for name in chosen:
+                    local = _local(name)
+                    got, want = target / local, source / local
+                    if not got.exists() and not got.is_symlink():
+                        problems.append(f"{d.key}: {local}: not restored")
+                    elif digest(got) != digest(want):
+                        problems.append(f"{d.key}: {local}: restored content differs from snapshot {last['snapshot']}")
+                    checked += 1
+            say(f"{d.key} -> {remote}: {len(chosen)} files restored and compared ({'full' if full else 'sample'})")
+    record = {"id": now.strftime(retention.STAMP), "time": _iso(now), "full": full, "files": checked,
+              "result": "failed" if problems else "success", "problems": problems}
+    ctx.state.save_event("drills", record)
+    if problems:
+        raise BackupError("drill failed:\n  " + "\n  ".join(problems[:20]))
+    return record
+
+
+# --- retention -----------------------------------------------------------------------------------
+
+
+def protected(ctx: Context, d: Dataset) -> set[str]:
+    keep: set[str] = set()
+    marker = ctx.state.running()
+    if marker:
+        name = marker.get("snapshots", {}).get(d.name)
+        if name:
+            keep.add(name)
+    for remote in ctx.remotes:
+        last = last_success(ctx, d.key, remote)
+        if last:
+            keep.add(last["snapshot"])
+    return keep
+
+
+def prune(ctx: Context, d: Dataset, *, dry_run: bool = False) -> list[str]:
+    names = zfs.snapshots(d.name)
+    doomed = retention.to_prune(names, ctx.policy, ctx.clock(), protected(ctx, d))
+    if not dry_run:
+        for name in doomed:
+            zfs.destroy_snapshot(d.name, name)
+    return doomed
+
+
+def take_snapshots(ctx: Context) -> list[str]:
+    """An hourly snapshot of each backed-up dataset (no upload), then pruning."""
+    made = []
+    name = retention.snapshot_name(ctx.clock())
+    for d in ctx.datasets:
+        if name not in zfs.snapshots(d.name):
+            zfs.snapshot(d.name, name)
+            made.append(f"{d.name}@{name}")
+        prune(ctx, d)
+    return made
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def status(ctx: Context) -> dict[str, Any]:
+    now = ctx.clock()
+    runs = ctx.state.runs()
+    last = runs[-1] if runs else None
+    success = next((r for r in reversed(runs) if r["result"] == "success"), None)
+    drills = [e for e in ctx.state.events("drills") if e["result"] == "success"]
+    verifies = ctx.state.events("verify")
+    info: dict[str, Any] = {"last_run": last, "last_success": success["id"] if success else None,
+                            "running": ctx.state.running(), "last_drill": drills[-1] if drills else None,
+                            "last_verify": verifies[-1] if verifies else None}
+    if success:
+        info["last_success_age_hours"] = round((now - _parse_iso(success["end"])).total_seconds() / 3600, 1)
+    if drills:
+        info["last_drill_age_days"] = round((now - _parse_iso(drills[-1]["time"])).total_seconds() / 86400, 1)
+    return info
+
+
+def remove_scratch(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["BackupError", "Context", "Progress", "context", "drill", "prune", "restore", "run_backup", "status",
+           "take_snapshots", "verify"]

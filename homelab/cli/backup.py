@@ -1,0 +1,174 @@
+"""homelab backup run|verify|restore|drill|schedule|status|prune|snapshot."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from homelab.cli import ConfigOption
+from homelab.cli.errors import handled
+
+backup_app = typer.Typer(help="Encrypted backups of the app datasets (ZFS snapshot -> rclone crypt).",
+                         no_args_is_help=True)
+schedule_app = typer.Typer(help="systemd timer + service units for scheduled backups and drills.",
+                           no_args_is_help=True)
+backup_app.add_typer(schedule_app, name="schedule")
+
+CONFIG_DEFAULT = Path("homelab.yaml")
+DatasetOption = Annotated[list[str] | None, typer.Option("--dataset", "-d", help="Only this <app>/<role> (repeat).")]
+RemoteOption = Annotated[str | None, typer.Option("--remote", help="Only this remote (default: all).")]
+StateOption = Annotated[Path | None, typer.Option("--state-dir", envvar="HOMELAB_BACKUP_STATE",
+                                                  help="Records folder (default <mountpoint>/.homelab/backup).")]
+
+
+def _ctx(config: Path, state_dir: Path | None, remote: str | None = None):
+    from homelab.backup import context
+    from homelab.config.loader import load
+
+    ctx = context(load(config), state_dir=state_dir, remote=remote)
+    for note in ctx.notes:
+        typer.echo(f"note: {note}", err=True)
+    return ctx
+
+
+def _say(text: str) -> None:
+    typer.echo(text)
+
+
+@backup_app.command("run")
+def run_cmd(config: ConfigOption = CONFIG_DEFAULT, dataset: DatasetOption = None, remote: RemoteOption = None,
+            state_dir: StateOption = None) -> None:
+    """Snapshot -> encrypted sync -> cryptcheck -> JSON record. Non-zero exit naming the cause on failure."""
+    from homelab.backup import Progress, run_backup
+
+    with handled():
+        report = run_backup(_ctx(config, state_dir, remote), dataset, progress=Progress, say=_say)
+    r = report.record
+    typer.echo(f"backup {r['id']}: success, {r['files']} files, {r['bytes']} bytes, {r['duration']} s")
+
+
+@backup_app.command("verify")
+def verify_cmd(config: ConfigOption = CONFIG_DEFAULT, dataset: DatasetOption = None, remote: RemoteOption = None,
+               state_dir: StateOption = None) -> None:
+    """cryptcheck the remote against the snapshot of the last successful backup; names each bad file."""
+    from homelab.backup import verify
+
+    with handled():
+        record = verify(_ctx(config, state_dir, remote), dataset, say=_say)
+    typer.echo(f"verified: {record['checked']} files match")
+
+
+@backup_app.command("restore")
+def restore_cmd(
+    dataset: Annotated[str, typer.Argument(help="<app>/<role> (or the dataset name).")],
+    to: Annotated[Path, typer.Option("--to", help="A new or empty folder.")],
+    at: Annotated[datetime | None, typer.Option("--at", help="As of this date/time (UTC), e.g. 2025-01-31.")] = None,
+    path: Annotated[str | None, typer.Option("--path", help="Only this file or folder of the dataset.")] = None,
+    config: ConfigOption = CONFIG_DEFAULT,
+    remote: RemoteOption = None,
+    state_dir: StateOption = None,
+) -> None:
+    """Restore a dataset (or --path of it) into --to, from the latest backup or as of --at."""
+    from homelab.backup import restore
+
+    when = at.replace(tzinfo=UTC) if at and at.tzinfo is None else at
+    with handled():
+        result = restore(_ctx(config, state_dir, remote), dataset, to, at=when, subpath=path)
+    typer.echo(f"restored {result['files']} files of {result['dataset']} ({result['as_of']}) into {to}")
+
+
+@backup_app.command("drill")
+def drill_cmd(config: ConfigOption = CONFIG_DEFAULT, sample: int = 20,
+              full: Annotated[bool | None, typer.Option("--full/--sample-only",
+                                                        help="Default: full when the last is 30+ days old.")] = None,
+              state_dir: StateOption = None) -> None:
+    """Restore a random sample (monthly: everything) into scratch and compare with the snapshot."""
+    from homelab.backup import drill
+
+    with handled():
+        record = drill(_ctx(config, state_dir), sample=sample, full=full, say=_say)
+    typer.echo(f"drill ok: {record['files']} files restored and identical ({'full' if record['full'] else 'sample'})")
+
+
+@backup_app.command("status")
+def status_cmd(config: ConfigOption = CONFIG_DEFAULT, as_json: Annotated[bool, typer.Option("--json")] = False,
+               state_dir: StateOption = None) -> None:
+    """Last run, bytes, duration, last verified restore and its age."""
+    from homelab.backup import status
+
+    with handled():
+        info = status(_ctx(config, state_dir))
+    if as_json:
+        typer.echo(json.dumps(info, indent=2, sort_keys=True))
+        return
+    last = info["last_run"]
+    if not last:
+        typer.echo("no backup has run yet")
+        raise typer.Exit(1)
+    typer.echo(f"last run:     {last['id']} {last['result']}, {last['files']} files, {last['bytes']} bytes, "
+               f"{last.get('duration')} s" + (f" ({last['error']})" if last.get("error") else ""))
+    typer.echo(f"last success: {info['last_success'] or 'never'}"
+               + (f" ({info['last_success_age_hours']} h ago)" if info.get("last_success_age_hours") is not None
+                  else ""))
+    drill = info["last_drill"]
+    typer.echo(f"last drill:   {drill['time']} ({info['last_drill_age_days']} days ago, {drill['files']} files)"
+               if drill else "last drill:   never")
+    if last["result"] != "success":
+        raise typer.Exit(1)
+
+
+@backup_app.command("prune")
+def prune_cmd(config: ConfigOption = CONFIG_DEFAULT, dry_run: bool = False, state_dir: StateOption = None) -> None:
+    """Destroy snapshots past the retention policy (never one a running or last good backup needs)."""
+    from homelab.backup import prune
+
+    with handled():
+        ctx = _ctx(config, state_dir)
+        for d in ctx.datasets:
+            for name in prune(ctx, d, dry_run=dry_run):
+                typer.echo(f"{'would prune' if dry_run else 'pruned'} {d.name}@{name}")
+
+
+@backup_app.command("snapshot")
+def snapshot_cmd(config: ConfigOption = CONFIG_DEFAULT, state_dir: StateOption = None) -> None:
+    """Take a snapshot of each backed-up dataset now (no upload), then prune."""
+    from homelab.backup import take_snapshots
+
+    with handled():
+        for name in take_snapshots(_ctx(config, state_dir)):
+            typer.echo(f"snapshot {name}")
+
+
+@schedule_app.command("print")
+def schedule_print(config: ConfigOption = CONFIG_DEFAULT) -> None:
+    """Print the units install would write."""
+    from homelab.backup.schedule import units
+    from homelab.config.loader import load
+
+    with handled():
+        for name, text in units(load(config)).items():
+            typer.echo(f"# --- {name}\n{text}")
+
+
+@schedule_app.command("install")
+def schedule_install(
+    config: ConfigOption = CONFIG_DEFAULT,
+    unit_dir: Annotated[Path, typer.Option(help="Where to write the units.")] = Path("/etc/systemd/system"),
+    enable: Annotated[bool, typer.Option("--enable/--no-enable", help="systemctl enable --now the timers.")] = True,
+) -> None:
+    """Write the units and enable the timers."""
+    from homelab.backup.schedule import install
+    from homelab.config.loader import load
+
+    with handled():
+        for path in install(load(config), unit_dir, enable=enable):
+            typer.echo(f"wrote {path}")
+
+
+def _interactive() -> bool:
+    return sys.stderr.isatty()

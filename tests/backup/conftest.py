@@ -1,0 +1,84 @@
+"""A small homelab (edge + rstudio) on a real zfs-fuse pool, backed up to a local-dir crypt remote."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from homelab.config.loader import LoadedConfig, load
+from homelab.plan import build_plan
+from homelab.storage import apply_storage
+from tests.storage.zfs import make_pool, write_config, zfs_daemon  # noqa: F401 - fixtures
+
+CANARY = b"CANARY-5f0c2e7b-homelab-plaintext-marker"
+KEY = "rstudio/home"
+UNICODE_NAMES = ["plainunicode-Æøå-ünïcödé.txt", "plainunicode-日本語のファイル.txt", "plainunicode-emoji-😀.md"]
+
+
+@dataclass
+class Lab:
+    loaded: LoadedConfig
+    config: Path
+    data: Path  # mountpoint of rstudio/home
+    dataset: str
+    remote: Path
+    state: Path
+
+
+@pytest.fixture
+def lab(make_pool, tmp_path: Path) -> Lab:
+    return make_lab(make_pool, tmp_path)
+
+
+def make_lab(make_pool, tmp_path: Path, remote: Path | None = None) -> Lab:
+    pool = make_pool("192M")
+    remote = remote or tmp_path / "remote"
+    remote.mkdir(exist_ok=True)
+    config = write_config(tmp_path / "cfg", pool=pool, mountpoint=tmp_path / "srv", apps={"rstudio"},
+                          remote_dir=remote, backup={"datasets": [KEY]})
+    loaded = load(config)
+    plan = build_plan(loaded)
+    apply_storage(plan)
+    (d,) = [d for d in plan.datasets if d.key == KEY]
+    return Lab(loaded, config, Path(d.path), d.name, remote, tmp_path / "state")
+
+
+def fill(root: Path, small: int = 200, large: int = 1, large_size: int = 2 << 20, sparse: int = 8 << 20,
+         seed: int = 1) -> None:
+    """Small files in nested folders, a few large ones, a sparse file, symlinks, unicode names, a canary."""
+    rnd = __import__("random").Random(seed)
+    for i in range(small):
+        folder = root / f"plaindir-{i % 17:02d}" / f"plainsub-{i % 5}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"plainfile-{i:05d}.txt").write_bytes(rnd.randbytes(64 + (i * 37) % 1500))
+    for i in range(large):
+        (root / f"plainlarge-{i}.bin").write_bytes(rnd.randbytes(large_size))
+    with (root / "plainsparse.img").open("wb") as handle:
+        handle.seek(sparse - 5)
+        handle.write(b"tail!")
+    for name in UNICODE_NAMES:
+        (root / name).write_text(f"unicode {name}\n", encoding="utf-8")
+    (root / "plaincanary.txt").write_bytes(b"secret notes: " + CANARY + b"\n")
+    (root / "plainempty.txt").write_bytes(b"")
+    os.symlink("plaincanary.txt", root / "plainlink-relative")
+    os.symlink("plaindir-00/plainsub-0", root / "plainlink-dir")
+    os.symlink("/nonexistent/target", root / "plainlink-dangling")
+
+
+def tree(root: Path) -> dict[str, str]:
+    """sha256 manifest: every file and symlink (links by target), relative to root."""
+    out: dict[str, str] = {}
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder)
+        for name in files + [d for d in dirs if (base / d).is_symlink()]:
+            path = base / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                out[rel] = "link:" + os.readlink(path)
+            else:
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
