@@ -377,9 +377,27 @@ def apply(
         except (CommandFailed, TimeoutError) as exc:
             later = [s.name for s in todo[index + 1 :] if not s.remove_stack]
             raise diagnose(docker, stack, exc, time.monotonic() - began, later) from None
+        # compose 2.40 can return 0 from `up --wait` while a dependency is unhealthy and its
+        # dependents sit in "created": check every container ourselves before the next stack
+        unhealthy = _wait_healthy(docker, stack, began + timeout)
+        if unhealthy:
+            later = [s.name for s in todo[index + 1 :] if not s.remove_stack]
+            failure = TimeoutError(f"not healthy: {', '.join(unhealthy)}")
+            raise diagnose(docker, stack, failure, time.monotonic() - began, later)
         progress(f"{stack.name}: healthy after {time.monotonic() - began:.1f}s")
         applied.append(stack.name)
     return ApplyResult(applied, removed, time.monotonic() - start)
+
+
+def _wait_healthy(docker: Docker, stack: StackPlan, deadline: float) -> list[str]:
+    """Services of the stack not running+healthy; waits while some are still starting."""
+    while True:
+        containers = docker.containers([stack.project])
+        starting = [c.service for c in containers if c.running and c.health == "starting"]
+        bad = [c.service for c in containers if not c.running or c.health == "unhealthy"]
+        if bad or not starting or time.monotonic() >= deadline:
+            return sorted(bad + starting)
+        time.sleep(1)
 
 
 def diagnose(

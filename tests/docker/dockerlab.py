@@ -252,7 +252,9 @@ def images(engine: dict[str, str], pebble, tmp_path_factory: pytest.TempPathFact
     standins.remove_all()
 
 
-HEALTH_OVERRIDE = {"interval": "1s", "timeout": "5s", "retries": 3, "start_period": "0s"}
+# 1 s probes; a generous timeout and retries because a probe (e.g. `traefik healthcheck`, a 185 MB
+# Go binary) can take seconds to start on a busy 2-core machine
+HEALTH_OVERRIDE = {"interval": "1s", "timeout": "30s", "retries": 3, "start_period": "0s"}
 
 
 class Deployment:
