@@ -57,10 +57,14 @@ def sizes(catalog: Catalog) -> float:
     print(f"series                      {n}")
     print(f"retentions                  {catalog.retentions_text}")
     print(f"whisper bytes per series    {per} ({per / 2**20:.2f} MiB, preallocated)")
-    print(f"whisper bytes, all series   {catalog.whisper_bytes()} ({catalog.whisper_bytes() / 2**20:.1f} MiB; "
-          "the whole 5-year retention: flat after creation, so +0 bytes/year after year one)")
-    print(f"points written per year     {n * YEAR // catalog.interval} "
-          f"({n * YEAR // catalog.interval * 12 / 2**30:.2f} GiB of 12-byte points through the finest archive)")
+    print(
+        f"whisper bytes, all series   {catalog.whisper_bytes()} ({catalog.whisper_bytes() / 2**20:.1f} MiB; "
+        "the whole 5-year retention: flat after creation, so +0 bytes/year after year one)"
+    )
+    print(
+        f"points written per year     {n * YEAR // catalog.interval} "
+        f"({n * YEAR // catalog.interval * 12 / 2**30:.2f} GiB of 12-byte points through the finest archive)"
+    )
     print(f"lines/s the example emits   {emitted:.1f} ({n} series every {catalog.interval}s)")
     return emitted
 
@@ -104,13 +108,17 @@ def ingest(carbon: e2e.Carbon, catalog: Catalog, seconds: float) -> tuple[int, f
             round_no += 1
         s.sendall(f"{SENTINEL} 1 {int(time.time())}\n".encode())
     sentinel_file = carbon.file_for(SENTINEL)
-    e2e.wait_until(lambda: sentinel_file.exists() or cache_has(carbon.query_port, SENTINEL), 120,
-                   "carbon never received the sentinel", step=0.05)
+    e2e.wait_until(
+        lambda: sentinel_file.exists() or cache_has(carbon.query_port, SENTINEL),
+        120,
+        "carbon never received the sentinel",
+        step=0.05,
+    )
     return lines, time.perf_counter() - begin
 
 
 def render_times(web: e2e.GraphiteWeb, catalog: Catalog, runs: int) -> None:
-    print("== graphite-web render time per dashboard panel, from=-24h, format=json (median of %d)" % runs)
+    print(f"== graphite-web render time per dashboard panel, from=-24h, format=json (median of {runs})")
     all_ms = []
     for name, board in dashboards(catalog).items():
         for panel in board["panels"]:
@@ -118,13 +126,19 @@ def render_times(web: e2e.GraphiteWeb, catalog: Catalog, runs: int) -> None:
             samples = []
             for _ in range(runs):
                 t0 = time.perf_counter()
-                web.get("/render", [*[("target", t) for t in targets], ("from", "-24h"), ("format", "json")], timeout=120)
+                web.get(
+                    "/render",
+                    [*[("target", t) for t in targets], ("from", "-24h"), ("format", "json")],
+                    timeout=120,
+                )
                 samples.append((time.perf_counter() - t0) * 1000)
             ms = statistics.median(samples)
             all_ms.append(ms)
             print(f"  {name:<14} {panel['title'][:44]:<44} {len(targets):>3} targets {ms:>8.1f} ms")
-    print(f"  panels {len(all_ms)}, median {statistics.median(all_ms):.1f} ms, max {max(all_ms):.1f} ms, "
-          f"all panels of all dashboards {sum(all_ms) / 1000:.2f} s")
+    print(
+        f"  panels {len(all_ms)}, median {statistics.median(all_ms):.1f} ms, max {max(all_ms):.1f} ms, "
+        f"all panels of all dashboards {sum(all_ms) / 1000:.2f} s"
+    )
 
 
 def main() -> None:
@@ -140,20 +154,29 @@ def main() -> None:
         if carbon_cache is None:
             print("carbon-cache not installed (scripts/apt/monitoring-e2e.txt): ingest and render skipped")
             return
-        carbon = e2e.Carbon(carbon_cache, tmp / "graphite", rendering.files["monitoring/graphite/carbon.conf"].decode(),
-                            rendering.files["monitoring/graphite/storage-schemas.conf"].decode(),
-                            rendering.files["monitoring/graphite/storage-aggregation.conf"].decode())
+        carbon = e2e.Carbon(
+            carbon_cache,
+            tmp / "graphite",
+            rendering.files["monitoring/graphite/carbon.conf"].decode(),
+            rendering.files["monitoring/graphite/storage-schemas.conf"].decode(),
+            rendering.files["monitoring/graphite/storage-aggregation.conf"].decode(),
+        )
         web = None
         try:
             carbon.start()
             # create the example's whisper files first (MAX_CREATES_PER_MINUTE allows them at once)
             ingest(carbon, catalog, 0.001)
-            e2e.wait_until(lambda: all(carbon.file_for(s.path).exists() for s in catalog.series), 120,
-                           "carbon did not create the example's files")
+            e2e.wait_until(
+                lambda: all(carbon.file_for(s.path).exists() for s in catalog.series),
+                120,
+                "carbon did not create the example's files",
+            )
             lines, elapsed = ingest(carbon, catalog, args.seconds)
             rate = lines / elapsed
             print("== carbon-cache ingest (plaintext, loopback, one connection)")
-            print(f"lines sent                  {lines} in {elapsed:.2f}s (until the sentinel was in the cache)")
+            print(
+                f"lines sent                  {lines} in {elapsed:.2f}s (until the sentinel was in the cache)"
+            )
             print(f"sustained                   {rate:,.0f} lines/s")
             print(f"example emits               {emitted:.1f} lines/s")
             print(f"ratio                       {rate / emitted:,.0f}x (goal >= 50x)")

@@ -38,8 +38,19 @@ STYLE = {
     "lineWidth": "2",
     "fontSize": "10",
 }
-UNIT_LABELS = {"celsius": "°C", "rotrpm": "RPM", "volt": "V", "percent": "%", "bytes": "bytes", "Bps": "bytes/s",
-               "iops": "ops/s", "pps": "packets/s", "watt": "W", "amp": "A", "s": "s"}
+UNIT_LABELS = {
+    "celsius": "°C",
+    "rotrpm": "RPM",
+    "volt": "V",
+    "percent": "%",
+    "bytes": "bytes",
+    "Bps": "bytes/s",
+    "iops": "ops/s",
+    "pps": "packets/s",
+    "watt": "W",
+    "amp": "A",
+    "s": "s",
+}
 
 
 @dataclass(frozen=True)
@@ -70,25 +81,46 @@ def panel_graphs(boards: dict[str, dict[str, Any]], all_panels: bool = False) ->
     return [found[key] for key in MAIN_PANELS if key in found]
 
 
-def render_png(graphite_url: str, graph: PanelGraph, from_: str, until: str, width: int, height: int,
-               timeout: float = 60) -> bytes:
+def render_png(
+    graphite_url: str, graph: PanelGraph, from_: str, until: str, width: int, height: int, timeout: float = 60
+) -> bytes:
     params: list[tuple[str, str]] = [("target", t) for t in graph.targets]
-    params += [("from", from_), ("until", until), ("width", str(width)), ("height", str(height)),
-               ("title", graph.title), ("vtitle", UNIT_LABELS.get(graph.unit, graph.unit)), ("format", "png")]
+    params += [
+        ("from", from_),
+        ("until", until),
+        ("width", str(width)),
+        ("height", str(height)),
+        ("title", graph.title),
+        ("vtitle", UNIT_LABELS.get(graph.unit, graph.unit)),
+        ("format", "png"),
+    ]
     params += list(STYLE.items())
     url = f"{graphite_url.rstrip('/')}/render?{urllib.parse.urlencode(params)}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - the user's graphite-web
             body = bytes(response.read())
     except (urllib.error.URLError, OSError) as exc:
-        raise EnvironmentProblem(f"graphite-web at {graphite_url} did not render {graph.title!r}: {exc}") from exc
+        raise EnvironmentProblem(
+            f"graphite-web at {graphite_url} did not render {graph.title!r}: {exc}"
+        ) from exc
     if not body.startswith(PNG_MAGIC):
-        raise EnvironmentProblem(f"graphite-web at {graphite_url} answered {graph.title!r} with something else than a PNG")
+        raise EnvironmentProblem(
+            f"graphite-web at {graphite_url} answered {graph.title!r} with something else than a PNG"
+        )
     return body
 
 
-def snapshot(graphite_url: str, boards: dict[str, dict[str, Any]], out: Path, *, from_: str = "-1h",
-             until: str = "now", width: int = 800, height: int = 300, all_panels: bool = False) -> list[Path]:
+def snapshot(
+    graphite_url: str,
+    boards: dict[str, dict[str, Any]],
+    out: Path,
+    *,
+    from_: str = "-1h",
+    until: str = "now",
+    width: int = 800,
+    height: int = 300,
+    all_panels: bool = False,
+) -> list[Path]:
     """Write one PNG per panel into `out`; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []

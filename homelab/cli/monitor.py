@@ -10,7 +10,9 @@ from homelab.cli import ConfigOption
 from homelab.cli.errors import handled
 
 monitor_app = typer.Typer(
-    help="The monitoring stack: metric catalog, whisper disk budget, PNG snapshots of the dashboards.", no_args_is_help=True, rich_markup_mode=None
+    help="The monitoring stack: metric catalog, whisper disk budget, PNG snapshots of the dashboards.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
@@ -39,15 +41,15 @@ def size(config: ConfigOption = Path("homelab.yaml")) -> None:
 
 @monitor_app.command()
 def snapshot(
-    out: Path = typer.Option(..., "--out", help="Directory for the PNG files (created if missing)."),
+    out: Path = typer.Option(..., "--out", help="Directory for the PNG files (created if missing)."),  # noqa: B008
     graphite_url: str = typer.Option(
         "http://127.0.0.1:8080", "--graphite-url", envvar="HOMELAB_GRAPHITE_URL",
         help="graphite-web's base URL (its /render API draws the graphs)."),
-    since: str = typer.Option("-1h", "--from", help="Start of the graphs, in Graphite's syntax (-6h, -1d...)."),
+    since: str = typer.Option("-1h", "--from", help="Start, in Graphite's syntax (-6h, -1d...)."),
     until: str = typer.Option("now", "--until", help="End of the graphs."),
     width: int = typer.Option(800, "--width", min=100, max=4000),
     height: int = typer.Option(300, "--height", min=100, max=4000),
-    all_panels: bool = typer.Option(False, "--all", help="Every panel of every dashboard, not only the main ones."),
+    all_panels: bool = typer.Option(False, "--all", help="Every panel, not just the main ones."),
     config: ConfigOption = Path("homelab.yaml"),
 ) -> None:
     """Draw PNG graphs of the dashboards' main panels with graphite-web (for docs and reports)."""
@@ -59,7 +61,9 @@ def snapshot(
 
     with handled():
         boards = dashboards(catalog_for(build_plan(load(config))))
-        written = take_snapshot(graphite_url, boards, out, from_=since, until=until, width=width, height=height,
-                                all_panels=all_panels)
+        written = take_snapshot(
+            graphite_url, boards, out, from_=since, until=until, width=width, height=height,
+            all_panels=all_panels,
+        )
     for path in written:
         typer.echo(str(path))

@@ -28,16 +28,17 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from homelab.metrics import Catalog, Series
 from homelab.profiles import BmcSensor, Profile
 from homelab.render.monitoring import StandIn
 
 BMC_USER = "monitor"
-BMC_PASSWORD = "s3cret"  # noqa: S105 - the simulator's, on loopback
+BMC_PASSWORD = "s3cret"
 IPMI_PORT = 623  # collectd's ipmi plugin cannot take another port
 TYPES_DB = Path("/usr/share/collectd/types.db")
 VENV_BIN = Path(sys.executable).parent
@@ -64,12 +65,25 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, step: fl
 class Process:
     """A daemon in its own session (process group), output to a log file."""
 
-    def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.name, self.argv, self.log_path = name, argv, log
         self._log = log.open("ab")
-        self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      env=env, cwd=cwd, start_new_session=True)
+        self.popen = subprocess.Popen(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
 
     @property
     def pid(self) -> int:
@@ -90,10 +104,8 @@ class Process:
         """SIGTERM the group, then SIGKILL whatever is left of it (exec children included)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -146,41 +158,43 @@ class SimSensor:
 
     def sdr_text(self) -> str:
         sensor_type, _code, unit = SENSOR_KINDS[self.sensor.type]
-        return "\n".join([
-            f"# {self.sensor.name} ({self.sensor.type})",
-            "sdr type 1",
-            "\tsensor_owner_id\t\t0x20",
-            "\tsensor_owner_lun\t0",
-            "\tchannel_number\t\t0",
-            f"\tsensor_number\t\t{self.number}",
-            f"\tentity_id\t\t{self.sensor.ipmi_entity_id}",
-            f"\tentity_instance\t\t{self.sensor.entity_instance}",
-            "\tinit_scanning\t\ttrue",
-            "\tinit_sensor_type\ttrue",
-            "\tdefault_sensor_scan_on\ttrue",
-            f"\tsensor_type\t\t{sensor_type}",
-            "\tevent_reading_type_code\t1",
-            "\tanalog_data_format\tunsigned",
-            "\trate_unit\t\tnone",
-            "\tmodifier_unit\t\tnone",
-            "\tpercentage\t\tfalse",
-            f"\tbase_unit\t\t{unit}",
-            "\tmodifier_unit_code\tunspecified",
-            "\tlinearization\t\tlinear",
-            f"\tm\t\t\t{self.m}",
-            "\ttolerance\t\t0",
-            "\tb\t\t\t0",
-            "\taccuracy\t\t1",
-            "\taccuracy_exp\t\t0",
-            "\tsensor_direction\tinput",
-            f"\tr_exp\t\t\t{self.r_exp}",
-            "\tb_exp\t\t\t0",
-            "\tsensor_maximum\t\t255",
-            "\tsensor_minimum\t\t0",
-            f'\tid_string\t\t"{self.sensor.name}"',
-            "endsdr",
-            "",
-        ])
+        return "\n".join(
+            [
+                f"# {self.sensor.name} ({self.sensor.type})",
+                "sdr type 1",
+                "\tsensor_owner_id\t\t0x20",
+                "\tsensor_owner_lun\t0",
+                "\tchannel_number\t\t0",
+                f"\tsensor_number\t\t{self.number}",
+                f"\tentity_id\t\t{self.sensor.ipmi_entity_id}",
+                f"\tentity_instance\t\t{self.sensor.entity_instance}",
+                "\tinit_scanning\t\ttrue",
+                "\tinit_sensor_type\ttrue",
+                "\tdefault_sensor_scan_on\ttrue",
+                f"\tsensor_type\t\t{sensor_type}",
+                "\tevent_reading_type_code\t1",
+                "\tanalog_data_format\tunsigned",
+                "\trate_unit\t\tnone",
+                "\tmodifier_unit\t\tnone",
+                "\tpercentage\t\tfalse",
+                f"\tbase_unit\t\t{unit}",
+                "\tmodifier_unit_code\tunspecified",
+                "\tlinearization\t\tlinear",
+                f"\tm\t\t\t{self.m}",
+                "\ttolerance\t\t0",
+                "\tb\t\t\t0",
+                "\taccuracy\t\t1",
+                "\taccuracy_exp\t\t0",
+                "\tsensor_direction\tinput",
+                f"\tr_exp\t\t\t{self.r_exp}",
+                "\tb_exp\t\t\t0",
+                "\tsensor_maximum\t\t255",
+                "\tsensor_minimum\t\t0",
+                f'\tid_string\t\t"{self.sensor.name}"',
+                "endsdr",
+                "",
+            ]
+        )
 
 
 def decode_sdrcomp(output: bytes) -> dict[int, list[int]]:
@@ -192,8 +206,8 @@ def decode_sdrcomp(output: bytes) -> dict[int, list[int]]:
             continue
         data, out, i = match.group(2), [], 0
         while i < len(data):
-            if data[i:i + 1] == b"\\":
-                out.append(int(data[i + 1:i + 3], 16))
+            if data[i : i + 1] == b"\\":
+                out.append(int(data[i + 1 : i + 3], 16))
                 i += 3
             else:
                 out.append(data[i])
@@ -207,7 +221,7 @@ def with_ascii_id(record: list[int], name: str) -> list[int]:
     OpenIPMI builds print as garbage; a real AST2400 uses 8-bit ASCII: rewrite the ID string (byte
     48 of a full sensor record) as type 11b + length, and fix the record length (byte 5)."""
     ident = name.encode()
-    fixed = record[:47] + [0xC0 | len(ident)] + list(ident)
+    fixed = [*record[:47], 0xC0 | len(ident), *ident]
     fixed[4] = len(fixed) - 5
     return fixed
 
@@ -233,25 +247,49 @@ class Bmc:
         for s in self.sensors:
             self.value_file(s).write_text(f"{s.raw(s.nominal())}\n")
             code = SENSOR_KINDS[s.sensor.type][1]
-            emu.append(f'sensor_add 0x20 0 {s.number} 0x{code:02x} 0x01 poll 1000 file "{self.value_file(s)}"')
-            emu.append(f"sensor_set_event_support 0x20 0 {s.number} enable scanning per-state {off} {off} {off} {off}")
+            emu.append(
+                f'sensor_add 0x20 0 {s.number} 0x{code:02x} 0x01 poll 1000 file "{self.value_file(s)}"'
+            )
+            emu.append(
+                f"sensor_set_event_support 0x20 0 {s.number} enable scanning per-state"
+                f" {off} {off} {off} {off}"
+            )
         emu.append("mc_enable 0x20")
         (workdir / "bmc.emu").write_text("\n".join(emu) + "\n")
-        (workdir / "lan.conf").write_text("\n".join([
-            'name "e3c236d2i"',
-            "set_working_mc 0x20",
-            "  startlan 1",
-            f"    addr {address} {IPMI_PORT}",
-            "    priv_limit admin",
-            *[f"    allowed_auths_{p} none md2 md5 straight" for p in ("callback", "user", "operator", "admin")],
-            "    guid a123456789abcdefa123456789abcdef",
-            "  endlan",
-            f'user 2 true "{BMC_USER}" "{BMC_PASSWORD}" admin 10 none md2 md5 straight',
-            "",
-        ]))
+        (workdir / "lan.conf").write_text(
+            "\n".join(
+                [
+                    'name "e3c236d2i"',
+                    "set_working_mc 0x20",
+                    "  startlan 1",
+                    f"    addr {address} {IPMI_PORT}",
+                    "    priv_limit admin",
+                    *[
+                        f"    allowed_auths_{p} none md2 md5 straight"
+                        for p in ("callback", "user", "operator", "admin")
+                    ],
+                    "    guid a123456789abcdefa123456789abcdef",
+                    "  endlan",
+                    f'user 2 true "{BMC_USER}" "{BMC_PASSWORD}" admin 10 none md2 md5 straight',
+                    "",
+                ]
+            )
+        )
         (workdir / "state").mkdir(exist_ok=True)
-        self.process = Process("ipmi_sim", [ipmi_sim, "-c", str(workdir / "lan.conf"), "-f", str(workdir / "bmc.emu"),
-                                            "-s", str(workdir / "state"), "-n"], workdir / "ipmi_sim.log")
+        self.process = Process(
+            "ipmi_sim",
+            [
+                ipmi_sim,
+                "-c",
+                str(workdir / "lan.conf"),
+                "-f",
+                str(workdir / "bmc.emu"),
+                "-s",
+                str(workdir / "state"),
+                "-n",
+            ],
+            workdir / "ipmi_sim.log",
+        )
 
     def value_file(self, sensor: SimSensor) -> Path:
         return self.workdir / f"sensor-{sensor.number}"
@@ -277,10 +315,34 @@ class Bmc:
 
         def listing() -> str | None:
             self.process.check_alive()
-            done = subprocess.run([ipmitool, "-I", "lanplus", "-H", self.address, "-p", str(IPMI_PORT), "-U", BMC_USER,
-                                   "-P", BMC_PASSWORD, "-N", "1", "-R", "1", "sdr", "list"],
-                                  capture_output=True, text=True, timeout=15, check=False)
-            return done.stdout if done.returncode == 0 and self.sensors[0].sensor.name in done.stdout else None
+            done = subprocess.run(
+                [
+                    ipmitool,
+                    "-I",
+                    "lanplus",
+                    "-H",
+                    self.address,
+                    "-p",
+                    str(IPMI_PORT),
+                    "-U",
+                    BMC_USER,
+                    "-P",
+                    BMC_PASSWORD,
+                    "-N",
+                    "1",
+                    "-R",
+                    "1",
+                    "sdr",
+                    "list",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=15,
+                check=False,
+            )
+            return (
+                done.stdout if done.returncode == 0 and self.sensors[0].sensor.name in done.stdout else None
+            )
 
         return str(wait_until(listing, timeout, "ipmi_sim did not answer over RMCP+", step=0.5))
 
@@ -317,13 +379,29 @@ def types_db(path: Path = TYPES_DB) -> dict[str, list[tuple[str, str]]]:
 
 # Plausible values per catalog kind: gauges, and per-second rates for DERIVE data sources.
 GAUGE_BY_KIND = {
-    "temperature": 38.0, "fanspeed": 1200.0, "voltage": 12.0, "power": 40.0, "current": 1.0, "percent": 37.0,
-    "bytes": 3.2e11, "count": 0.0, "seconds": 12.0, "ratio": 93.0, "connections": 3.0, "load": 0.4,
+    "temperature": 38.0,
+    "fanspeed": 1200.0,
+    "voltage": 12.0,
+    "power": 40.0,
+    "current": 1.0,
+    "percent": 37.0,
+    "bytes": 3.2e11,
+    "count": 0.0,
+    "seconds": 12.0,
+    "ratio": 93.0,
+    "connections": 3.0,
+    "load": 0.4,
 }
-RATE_BY_KIND = {"bytes_rate": 2.5e6, "ops_rate": 120.0, "seconds": 0.05, "packets_rate": 800.0, "errors_rate": 0.0}
+RATE_BY_KIND = {
+    "bytes_rate": 2.5e6,
+    "ops_rate": 120.0,
+    "seconds": 0.05,
+    "packets_rate": 800.0,
+    "errors_rate": 0.0,
+}
 SMART_ATTRIBUTE = {"current": 100.0, "worst": 100.0, "threshold": 36.0, "pretty": 0.0}
 
-STAND_IN_PROGRAM = r'''"""collectd exec stand-in (homelab e2e test): PUTVAL the series of its spec every interval."""
+STAND_IN_PROGRAM = r'''"""collectd exec stand-in (homelab e2e test): PUTVAL its spec's series."""
 import json, math, os, sys, time
 
 spec = json.load(open(sys.argv[1]))
@@ -345,7 +423,9 @@ while True:
 '''
 
 
-def stand_in_spec(series: list[Series], interval: int, types: dict[str, list[tuple[str, str]]]) -> dict[str, Any]:
+def stand_in_spec(
+    series: list[Series], interval: int, types: dict[str, list[tuple[str, str]]]
+) -> dict[str, Any]:
     """One PUTVAL per collectd identifier (all data sources of its type at once)."""
     by_identifier: dict[str, list[Series]] = {}
     for s in series:
@@ -404,7 +484,9 @@ def stand_ins(catalog: Catalog, plugins: list[str], directory: Path) -> dict[str
         wrapper = directory / f"standin-{plugin}"
         wrapper.write_text(f'#!/bin/sh\nexec /usr/bin/python3 -u "{program}" "{spec}"\n')
         wrapper.chmod(0o755)
-        result[plugin] = StandIn(str(wrapper), f"{plugin}: {STAND_IN_REASONS.get(plugin, 'not on this machine')}")
+        result[plugin] = StandIn(
+            str(wrapper), f"{plugin}: {STAND_IN_REASONS.get(plugin, 'not on this machine')}"
+        )
     return result
 
 
@@ -430,7 +512,10 @@ class Carbon:
         self.whisper_dir = self.storage / "whisper"
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         (self.storage / "log").mkdir(parents=True, exist_ok=True)
-        text = self.carbon_conf.replace("/opt/graphite/storage", str(self.storage)).replace("0.0.0.0", "127.0.0.1")
+        text = self.carbon_conf.replace("/opt/graphite/storage", str(self.storage)).replace(
+            "0.0.0.0",  # noqa: S104 - the rendered (container) address, replaced by loopback
+            "127.0.0.1",
+        )
         text = re.sub(r"(?m)^LINE_RECEIVER_PORT = \d+$", f"LINE_RECEIVER_PORT = {self.line_port}", text)
         text = re.sub(r"(?m)^PICKLE_RECEIVER_PORT = \d+$", f"PICKLE_RECEIVER_PORT = {self.pickle_port}", text)
         text = re.sub(r"(?m)^CACHE_QUERY_PORT = \d+$", f"CACHE_QUERY_PORT = {self.query_port}", text)
@@ -446,8 +531,14 @@ class Carbon:
         self.starts += 1
         self.process = Process(
             "carbon-cache",
-            [self.program, f"--config={self.conf_dir / 'carbon.conf'}", f"--pidfile={self.root / 'carbon.pid'}",
-             f"--logdir={self.storage / 'log'}", "--nodaemon", "start"],
+            [
+                self.program,
+                f"--config={self.conf_dir / 'carbon.conf'}",
+                f"--pidfile={self.root / 'carbon.pid'}",
+                f"--logdir={self.storage / 'log'}",
+                "--nodaemon",
+                "start",
+            ],
             self.root / f"carbon-{self.starts}.out",
         )
 
@@ -478,8 +569,8 @@ class Carbon:
 
 
 # graphite-web ----------------------------------------------------------------------------------------
-SERVE_GRAPHITE = """# graphite-web's WSGI app on a threaded wsgiref server (what `django-admin runserver` uses, without
-# its start-up checks, which take many seconds on a loaded 2-core machine)
+SERVE_GRAPHITE = """# graphite-web's WSGI app on a threaded wsgiref server (what `django-admin runserver`
+# uses, without its start-up checks, which take many seconds on a loaded 2-core machine)
 import sys
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -496,7 +587,8 @@ class Quiet(WSGIRequestHandler):
 
 from graphite.wsgi import application  # noqa: E402
 
-make_server("127.0.0.1", int(sys.argv[1]), application, server_class=Server, handler_class=Quiet).serve_forever()
+server = make_server("127.0.0.1", int(sys.argv[1]), application, server_class=Server, handler_class=Quiet)
+server.serve_forever()
 """
 
 
@@ -514,16 +606,20 @@ class GraphiteWeb:
         # graphite-web only searches the whisper dir if it exists when its settings load
         (storage / "whisper").mkdir(parents=True, exist_ok=True)
         links = [f"127.0.0.1:{carbonlink_port}"] if carbonlink_port else []
-        (conf / "homelab_e2e_graphite_settings.py").write_text("\n".join([
-            "# graphite-web settings for homelab's loopback tests",
-            'SECRET_KEY = "homelab-e2e-only"',
-            f"STORAGE_DIR = {str(storage)!r}",
-            f"CARBONLINK_HOSTS = {links!r}",
-            "CARBONLINK_TIMEOUT = 2.0",
-            'ALLOWED_HOSTS = ["127.0.0.1", "localhost"]',
-            'TIME_ZONE = "UTC"',
-            "",
-        ]))
+        (conf / "homelab_e2e_graphite_settings.py").write_text(
+            "\n".join(
+                [
+                    "# graphite-web settings for homelab's loopback tests",
+                    'SECRET_KEY = "homelab-e2e-only"',
+                    f"STORAGE_DIR = {str(storage)!r}",
+                    f"CARBONLINK_HOSTS = {links!r}",
+                    "CARBONLINK_TIMEOUT = 2.0",
+                    'ALLOWED_HOSTS = ["127.0.0.1", "localhost"]',
+                    'TIME_ZONE = "UTC"',
+                    "",
+                ]
+            )
+        )
         (conf / "serve.py").write_text(SERVE_GRAPHITE)
         env = {
             **os.environ,
@@ -533,8 +629,13 @@ class GraphiteWeb:
             "GRAPHITE_CONF_DIR": str(conf),
             "GRAPHITE_STORAGE_DIR": str(storage),
         }
-        self.process = Process("graphite-web", [sys.executable, str(conf / "serve.py"), str(self.port)],
-                               root / "graphite-web.log", env=env, cwd=root)
+        self.process = Process(
+            "graphite-web",
+            [sys.executable, str(conf / "serve.py"), str(self.port)],
+            root / "graphite-web.log",
+            env=env,
+            cwd=root,
+        )
 
     def wait_ready(self, timeout: float = 120) -> None:
         def answers() -> bool:
@@ -553,14 +654,19 @@ class GraphiteWeb:
             return bytes(response.read())
 
     def render(self, target: str, from_: str = "-5min", until: str = "now") -> list[dict[str, Any]]:
-        return list(json.loads(self.get("/render", {"target": target, "from": from_, "until": until, "format": "json"})))
+        return list(
+            json.loads(
+                self.get("/render", {"target": target, "from": from_, "until": until, "format": "json"})
+            )
+        )
 
     def render_many(self, targets: list[str], from_: str) -> dict[str, list[tuple[int, float]]]:
         """Non-null points of each target, from one POSTed render (each target wrapped in an alias
         naming its position, so a target without data is simply absent from the answer)."""
         params = [("target", f"alias({t},'q{i}')") for i, t in enumerate(targets)]
         params += [("from", from_), ("format", "json")]
-        request = urllib.request.Request(f"{self.url}/render", data=urllib.parse.urlencode(params).encode())
+        body = urllib.parse.urlencode(params).encode()
+        request = urllib.request.Request(f"{self.url}/render", data=body)  # noqa: S310 - loopback
         with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback
             answer = json.loads(response.read())
         by_name = {series["target"]: points([series]) for series in answer}

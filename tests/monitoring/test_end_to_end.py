@@ -92,8 +92,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     programs = {name: _program(name) for name in ("ipmi_sim", "sdrcomp", "collectd", "carbon-cache")}
     ipmitool = find_program("ipmitool")
     try:
-        import whisper  # noqa: F401
-        import graphite  # noqa: F401
+        import graphite  # type: ignore[import-untyped]  # noqa: F401
+        import whisper  # type: ignore[import-untyped]  # noqa: F401
     except ImportError as exc:
         missing(f"python package {exc.name!r} (scripts/pip/monitoring.txt)")
 
@@ -114,8 +114,12 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         project.mkdir()
         raw = yaml.safe_load(EXAMPLE.read_text())
         raw["monitoring"]["interval"] = INTERVAL
-        raw["monitoring"]["ipmi"] = {"mode": "lan", "address": address, "username": e2e.BMC_USER,
-                                     "password_file": "secrets/bmc"}
+        raw["monitoring"]["ipmi"] = {
+            "mode": "lan",
+            "address": address,
+            "username": e2e.BMC_USER,
+            "password_file": "secrets/bmc",
+        }
         config_path = project / "homelab.yaml"
         config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
         secrets = {}
@@ -129,10 +133,13 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         rendering = render_all(plan, secrets)
         phase("rendered")
 
-        carbon = e2e.Carbon(programs["carbon-cache"], base / "graphite",
-                            rendering.files["monitoring/graphite/carbon.conf"].decode(),
-                            rendering.files["monitoring/graphite/storage-schemas.conf"].decode(),
-                            rendering.files["monitoring/graphite/storage-aggregation.conf"].decode())
+        carbon = e2e.Carbon(
+            programs["carbon-cache"],
+            base / "graphite",
+            rendering.files["monitoring/graphite/carbon.conf"].decode(),
+            rendering.files["monitoring/graphite/storage-schemas.conf"].decode(),
+            rendering.files["monitoring/graphite/storage-aggregation.conf"].decode(),
+        )
         web = e2e.GraphiteWeb(base / "web", carbon.storage, carbon.query_port)  # slowest to start: first
         started.append(web)
         carbon.launch()
@@ -147,8 +154,13 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         include.write_bytes(rendering.secret_files[IPMI_SECRET])
         include.chmod(0o600)
         replace = e2e.stand_ins(catalog, STAND_INS, shared / "stand-ins")
-        conf_text = collectd_conf(catalog, carbon_port=carbon.line_port, socket=str(shared / "collectd.sock"),
-                                  ipmi_include=str(include), replace=replace)
+        conf_text = collectd_conf(
+            catalog,
+            carbon_port=carbon.line_port,
+            socket=str(shared / "collectd.sock"),
+            ipmi_include=str(include),
+            replace=replace,
+        )
         conf = base / "collectd.conf"
         conf.write_text(conf_text)
         collectd = e2e.Collectd(programs["collectd"], conf, base / "collectd.log")
@@ -158,8 +170,17 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         pipe = Pipeline(config_path, plan, catalog, rendering, bmc, carbon, web, collectd, conf_text)
         # collection has started once the BMC's CPU temperature reached graphite-web
         cpu = catalog.one(plugin="ipmi", type="temperature", type_instance="CPU Temp processor (3.1)")
-        e2e.wait_until(lambda: (pipe.alive(), e2e.points(web.render(cpu.path, "-2min")))[1], 60,
-                       f"no {cpu.path} in graphite-web; collectd log:\n{collectd.process.log()[-3000:]}", step=0.5)
+
+        def first_reading() -> list[tuple[int, float]]:
+            pipe.alive()
+            return e2e.points(web.render(cpu.path, "-2min"))
+
+        e2e.wait_until(
+            first_reading,
+            60,
+            f"no {cpu.path} in graphite-web; collectd log:\n{collectd.process.log()[-3000:]}",
+            step=0.5,
+        )
         phase("first BMC reading in graphite-web")
         yield pipe
     finally:
@@ -178,8 +199,8 @@ def test_the_running_config_is_the_rendered_one(pipeline: Pipeline) -> None:
     for plugin in pipeline.catalog.plugins:
         loaded = f"LoadPlugin {plugin.name}\n" in pipeline.conf_text
         assert loaded == (plugin.name not in STAND_INS or plugin.name == "exec"), plugin.name
-    for plugin in STAND_INS:
-        assert f"# stand-in: {plugin}: " in pipeline.conf_text
+    for name in STAND_INS:
+        assert f"# stand-in: {name}: " in pipeline.conf_text
     # the rendered storage schema's finest precision is the collectd interval
     assert pipeline.catalog.retentions[0].precision == INTERVAL
     log = pipeline.collectd.process.log()
@@ -207,11 +228,17 @@ def test_every_dashboard_and_alert_query_has_fresh_data(pipeline: Pipeline) -> N
 
     start = time.time()
     try:
-        e2e.wait_until(lambda: (all_fresh(), print(f"  {time.time() - start:4.1f}s: {len(stale)} stale"))[0],
-                       6 * INTERVAL, "stale", step=1)
+        e2e.wait_until(
+            lambda: (all_fresh(), print(f"  {time.time() - start:4.1f}s: {len(stale)} stale"))[0],
+            6 * INTERVAL,
+            "stale",
+            step=1,
+        )
     except TimeoutError:
         pytest.fail("queries without fresh data:\n" + "\n".join(f"  {t}\n    {w}" for t, w in stale.items()))
-    print(f"{len(targets)} queries fresh, {time.time() - pipeline.collectd.started:.0f}s after collectd started")
+    print(
+        f"{len(targets)} queries fresh, {time.time() - pipeline.collectd.started:.0f}s after collectd started"
+    )
     # and nothing of the catalog was dropped: every series has its whisper file
     absent = [s.path for s in pipeline.catalog.series if not pipeline.carbon.file_for(s.path).is_file()]
     assert absent == []
@@ -226,12 +253,14 @@ def test_cpu_over_temperature_shows_in_the_series(pipeline: Pipeline) -> None:
     assert raised > spec.threshold
     start = time.time()
     try:
+
         def over(target: str) -> bool:
             found = e2e.points(pipeline.web.render(target, "-1min"))
             return any(ts >= start - INTERVAL and value > spec.threshold for ts, value in found)
 
-        e2e.wait_until(lambda: over(cpu.path), 2 * INTERVAL + 3, f"{cpu.path} never went over {spec.threshold}",
-                       step=0.5)
+        e2e.wait_until(
+            lambda: over(cpu.path), 2 * INTERVAL + 3, f"{cpu.path} never went over {spec.threshold}", step=0.5
+        )
         elapsed = time.time() - start
         # the alert rule's query and the dashboard panel see it too
         assert over(spec.target)
@@ -243,15 +272,29 @@ def test_cpu_over_temperature_shows_in_the_series(pipeline: Pipeline) -> None:
 
 
 def test_snapshot_renders_the_main_panels(pipeline: Pipeline, tmp_path: Path) -> None:
-    from homelab.monitoring_snapshot import MAIN_PANELS, PNG_MAGIC
-
     from typer.testing import CliRunner
 
     from homelab.cli.monitor import monitor_app
+    from homelab.monitoring_snapshot import MAIN_PANELS, PNG_MAGIC
 
     out = tmp_path / "img"
-    done = CliRunner().invoke(monitor_app, ["snapshot", "--out", str(out), "--graphite-url", pipeline.web.url,
-                                            "--from", "-3min", "--config", str(pipeline.config_path)])
+    if os.environ.get(DOCS_IMG_ENV):
+        time.sleep(2 * INTERVAL)  # for the docs: let the CPU temperature spike come back down first
+    since = f"-{int(time.time() - pipeline.collectd.started) + 10}s"  # the whole run
+    done = CliRunner().invoke(
+        monitor_app,
+        [
+            "snapshot",
+            "--out",
+            str(out),
+            "--graphite-url",
+            pipeline.web.url,
+            "--from",
+            since,
+            "--config",
+            str(pipeline.config_path),
+        ],
+    )
     assert done.exit_code == 0, done.output
     files = [Path(line) for line in done.output.split()]
     assert len(files) == len(MAIN_PANELS)
@@ -267,10 +310,12 @@ def test_snapshot_renders_the_main_panels(pipeline: Pipeline, tmp_path: Path) ->
 
 def test_collection_resumes_after_a_carbon_outage(pipeline: Pipeline) -> None:
     carbon = pipeline.carbon
-    probes = [pipeline.catalog.one(plugin="uptime", type="uptime"),
-              pipeline.catalog.one(plugin="ipmi", type="temperature", type_instance="CPU Temp processor (3.1)"),
-              pipeline.catalog.one(plugin="cpu", type="percent", type_instance="user"),
-              pipeline.catalog.select(plugin="smart", type="smart_temperature")[0]]
+    probes = [
+        pipeline.catalog.one(plugin="uptime", type="uptime"),
+        pipeline.catalog.one(plugin="ipmi", type="temperature", type_instance="CPU Temp processor (3.1)"),
+        pipeline.catalog.one(plugin="cpu", type="percent", type_instance="user"),
+        pipeline.catalog.select(plugin="smart", type="smart_temperature")[0],
+    ]
     t0 = time.time()
     carbon.stop()
     stopped = time.time()
@@ -282,12 +327,14 @@ def test_collection_resumes_after_a_carbon_outage(pipeline: Pipeline) -> None:
 
     def resumed() -> bool:
         pipeline.alive()
-        return all(any(ts >= restarted - INTERVAL for ts, _ in e2e.points(pipeline.web.render(p.path, "-1min")))
-                   for p in probes)
+        return all(
+            any(ts >= restarted - INTERVAL for ts, _ in e2e.points(pipeline.web.render(p.path, "-1min")))
+            for p in probes
+        )
 
     e2e.wait_until(resumed, 2 * INTERVAL + 2, "collection did not resume within two intervals", step=0.5)
     print(f"collection resumed {time.time() - restarted:.1f}s after carbon restarted")
-    import whisper
+    import whisper  # type: ignore[import-untyped]
 
     expected = pipeline.catalog.whisper_bytes_per_series()
     bad = []
@@ -295,7 +342,7 @@ def test_collection_resumes_after_a_carbon_outage(pipeline: Pipeline) -> None:
         size = path.stat().st_size
         try:
             info = whisper.info(str(path))
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is the failure reported
+        except Exception as exc:
             bad.append(f"{path}: {exc}")
             continue
         if size == 0 or not info["archives"]:
