@@ -61,6 +61,17 @@ class Route:
     max_body: str | None = None  # None: the edge's default (no limit for Traefik)
 
 
+@dataclass(frozen=True)
+class TcpRoute:
+    """A raw TCP port the edge forwards to a service (Gitea's SSH), so only the edge publishes ports."""
+
+    name: str
+    stack: str
+    service: str
+    public_port: int
+    port: int
+
+
 @dataclass
 class Mount:
     source: str  # host path, or path relative to the stack folder for rendered config
@@ -103,11 +114,15 @@ class Plan:
     profile: Profile
     stacks: dict[str, Stack]
     routes: list[Route]
+    tcp_routes: list[TcpRoute]
     datasets: list[Dataset]
     secrets: dict[str, Secret]
 
     def route_for(self, stack: str, service: str) -> Route | None:
         return next((r for r in self.routes if r.stack == stack and r.service == service), None)
+
+    def tcp_routes_for(self, stack: str, service: str) -> list[TcpRoute]:
+        return [r for r in self.tcp_routes if r.stack == stack and r.service == service]
 
 
 def _entries(config: Config) -> list[CatalogEntry]:
@@ -129,6 +144,7 @@ def build_plan(loaded: LoadedConfig) -> Plan:
     profile = load_profile(config.server.profile)
     entries = _entries(config)
     routes = [_route(config, e) for e in entries if e.route]
+    tcp_routes = _tcp_routes(config)
     datasets = [_dataset(config, e, role) for e in entries for role in e.datasets]
     secrets: dict[str, Secret] = {}
     stacks: dict[str, Stack] = {}
@@ -143,7 +159,13 @@ def build_plan(loaded: LoadedConfig) -> Plan:
     _wire_networks(stacks, routes, config)
     _set_secret_owners(stacks, secrets)
     ordered = {name: stacks[name] for name in STACK_ORDER if name in stacks}
-    return Plan(config, profile, ordered, routes, datasets, secrets)
+    return Plan(config, profile, ordered, routes, tcp_routes, datasets, secrets)
+
+
+def _tcp_routes(config: Config) -> list[TcpRoute]:
+    if not config.apps.gitea.enabled:
+        return []
+    return [TcpRoute("gitea-ssh", "dev", "gitea", config.apps.gitea.ssh_port, 2222)]
 
 
 def _route(config: Config, e: CatalogEntry) -> Route:
@@ -276,13 +298,15 @@ def _apply_options(config: Config, loaded: LoadedConfig, e: CatalogEntry, servic
         nextcloud = config.apps.nextcloud
         service.environment["NEXTCLOUD_ADMIN_USER"] = nextcloud.admin_user
         service.environment["PHP_UPLOAD_LIMIT"] = nextcloud.upload_limit
-    elif service.name == "gitea":
+    elif service.name == "gitea" and config.edge.kind == "nginx":
+        # Debian's and the official NGINX builds differ on the stream module: Gitea publishes SSH itself
         service.ports.append(f"{config.apps.gitea.ssh_port}:2222")
     elif service.name == "jenkins" and config.apps.jenkins.agent_port:
         service.ports.append(f"{config.apps.jenkins.agent_port}:50000")
     elif service.name == "traefik":
         acme = config.domain.acme
         service.ports += [f"{config.edge.http_port}:80", f"{config.edge.https_port}:443"]
+        service.ports += [f"{r.public_port}:{r.public_port}" for r in _tcp_routes(config)]
         for variable, relative in sorted(acme.dns_credentials.items()):
             secret = user_secret(f"acme_{variable.lower()}", relative)
             service.secrets.append((secret, None))

@@ -73,11 +73,14 @@ def _service(plan: Plan, stack: Stack, service: Service) -> dict[str, Any]:
     if service.healthcheck:
         out["healthcheck"] = {k: (v if k != "test" else [escape_compose(a) for a in v]) for k, v in service.healthcheck.items()}
     labels = dict(service.labels)
-    route = plan.route_for(stack.name, service.name)
-    if route and plan.config.edge.kind == "traefik":
-        from homelab.render.edge_traefik import route_labels
+    if plan.config.edge.kind == "traefik":
+        from homelab.render.edge_traefik import route_labels, tcp_route_labels
 
-        labels.update(route_labels(plan, route))
+        route = plan.route_for(stack.name, service.name)
+        if route:
+            labels.update(route_labels(plan, route))
+        for tcp_route in plan.tcp_routes_for(stack.name, service.name):
+            labels.update(tcp_route_labels(tcp_route))
     if labels:
         out["labels"] = {k: escape_compose(v) for k, v in labels.items()}
     out["logging"] = {"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from homelab.plan import PROXY_NETWORK, Plan, Route
+from homelab.plan import PROXY_NETWORK, Plan, Route, TcpRoute
 from homelab.render import GENERATED_MARK, Rendering, tls_policy
 from homelab.render.yamldump import dump
 
@@ -59,6 +59,7 @@ def static_config(plan: Plan) -> dict[str, Any]:
                 },
             },
             "ping": {"address": f":{PING_PORT}", "http": dict(alias_headers)},
+            **{r.name: {"address": f":{r.public_port}"} for r in plan.tcp_routes},
         },
         "certificatesResolvers": {
             RESOLVER: {
@@ -124,6 +125,18 @@ def dynamic_config(plan: Plan) -> dict[str, Any]:
             }
         },
         "http": {"middlewares": middlewares},
+    }
+
+
+def tcp_route_labels(route: TcpRoute) -> dict[str, str]:
+    router = f"traefik.tcp.routers.{route.name}"
+    return {
+        "traefik.enable": "true",
+        "traefik.docker.network": PROXY_NETWORK,
+        f"{router}.rule": "HostSNI(`*`)",
+        f"{router}.entrypoints": route.name,
+        f"{router}.service": route.name,
+        f"traefik.tcp.services.{route.name}.loadbalancer.server.port": str(route.port),
     }
 
 

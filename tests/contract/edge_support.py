@@ -335,19 +335,23 @@ _LABEL_KEYS = {
 _LIST_KEYS = {"entryPoints", "middlewares"}
 
 
-def labels_to_dynamic(labels: Mapping[str, str], backend_urls: Mapping[str, str]) -> dict[str, Any]:
+def labels_to_dynamic(
+    labels: Mapping[str, str], backend_urls: Mapping[str, str], tcp_backends: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Translate the Traefik docker labels of routed services into the equivalent file-provider dynamic
     configuration: routers exactly as labelled; each service's `loadbalancer.server.port` (the port in
-    the container) becomes `loadBalancer.servers[0].url` = backend_urls[service] (a local stand-in).
+    the container) becomes a local stand-in: `servers[0].url` = backend_urls[service] for HTTP,
+    `servers[0].address` = tcp_backends[service] for TCP.
     Labels this helper does not understand fail the test instead of being dropped silently."""
     dynamic: dict[str, Any] = {"http": {"routers": {}, "services": {}}}
     for key, value in labels.items():
         if key in ("traefik.enable",) or key.startswith("traefik.docker."):
             continue
         parts = key.split(".")
-        if parts[:2] != ["traefik", "http"] or len(parts) < 5 or parts[2] not in ("routers", "services"):
+        if parts[1:2] not in (["http"], ["tcp"]) or len(parts) < 5 or parts[2] not in ("routers", "services"):
             raise AssertionError(f"label {key!r} is not understood by the contract-test converter")
-        kind, name, path = parts[2], parts[3], parts[4:]
+        protocol, kind, name, path = parts[1], parts[2], parts[3], parts[4:]
+        section = dynamic.setdefault(protocol, {"routers": {}, "services": {}})
         try:
             spelled = [_LABEL_KEYS[p.lower()] for p in path]
         except KeyError:
@@ -356,14 +360,44 @@ def labels_to_dynamic(labels: Mapping[str, str], backend_urls: Mapping[str, str]
             if spelled != ["loadBalancer", "server", "port"]:
                 raise AssertionError(f"label {key!r} is not understood by the contract-test converter")
             int(value)  # a port in the container; replaced by the stand-in below
-            dynamic["http"]["services"][name] = {"loadBalancer": {"servers": [{"url": backend_urls[name]}]}}
+            server = (
+                {"url": backend_urls[name]} if protocol == "http" else {"address": (tcp_backends or {})[name]}
+            )
+            section["services"][name] = {"loadBalancer": {"servers": [server]}}
             continue
-        node = dynamic["http"]["routers"].setdefault(name, {})
+        node = section["routers"].setdefault(name, {})
         for part in spelled[:-1]:
             node = node.setdefault(part, {})
         last = spelled[-1]
         node[last] = [v.strip() for v in value.split(",")] if last in _LIST_KEYS else value
     return dynamic
+
+
+@contextlib.contextmanager
+def tcp_echo_servers(names: list[str]) -> Iterator[dict[str, int]]:
+    """One loopback TCP server per name that answers each connection with `<name>:` + what it read."""
+    import socketserver
+    import threading
+
+    servers = {}
+    for name in names:
+
+        class Echo(socketserver.BaseRequestHandler):
+            prefix = f"{name}:".encode()
+
+            def handle(self) -> None:
+                self.request.sendall(self.prefix + self.request.recv(1024))
+
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers[name] = server
+    try:
+        yield {name: server.server_address[1] for name, server in servers.items()}
+    finally:
+        for server in servers.values():
+            server.shutdown()
+            server.server_close()
 
 
 @dataclass
@@ -409,7 +443,7 @@ def traefik_edge(
 ) -> Iterator[Edge]:
     """The real traefik with the rendered static + dynamic config and the routes from the rendered
     labels, each pointing at a local backend; certificates from `pki` via dynamic tls.certificates."""
-    from homelab.render.edge_traefik import dynamic_config, route_labels, static_config
+    from homelab.render.edge_traefik import dynamic_config, route_labels, static_config, tcp_route_labels
 
     traefik = program("traefik")
     folder.mkdir(parents=True, exist_ok=True)
@@ -428,12 +462,19 @@ def traefik_edge(
     (folder / "dynamic" / "certificates.yml").write_text(
         yaml.safe_dump({"tls": {"certificates": certificates}})
     )
-    with backends([r.app for r in plan.routes]) as backend_ports:
+    with (
+        backends([r.app for r in plan.routes]) as backend_ports,
+        tcp_echo_servers([r.name for r in plan.tcp_routes]) as tcp_ports,
+    ):
         labels: dict[str, str] = {}
         for route in plan.routes:
             labels.update(route_labels(plan, route))
+        for tcp_route in plan.tcp_routes:
+            labels.update(tcp_route_labels(tcp_route))
         routes = labels_to_dynamic(
-            labels, {app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()}
+            labels,
+            {app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()},
+            {name: f"127.0.0.1:{port}" for name, port in tcp_ports.items()},
         )
         (folder / "dynamic" / "routes.yml").write_text(yaml.safe_dump(routes, sort_keys=False))
         log = folder / "traefik.log"

@@ -191,3 +191,12 @@ def test_aliases_of_managed_headers_never_reach_the_backend(edge: Edge) -> None:
     seen = {name.lower() for name in response.headers["X-Backend-Saw"].split(",")}
     assert "x-forwarded-for" in seen
     assert not {name for name in seen if "_" in name or "." in name}, seen
+
+
+def test_gitea_ssh_port_is_forwarded_by_the_tcp_entry_point(edge: Edge) -> None:
+    """The rendered `gitea-ssh` entry point and TCP router labels carry raw bytes to Gitea's SSH port."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", edge.extra["ports"]["gitea-ssh"]), timeout=10) as conn:
+        conn.sendall(b"SSH-2.0-test\r\n")
+        assert conn.recv(1024) == b"gitea-ssh:SSH-2.0-test\r\n"

@@ -155,13 +155,14 @@ def test_safety(lab) -> None:  # type: ignore[no-untyped-def]
     refused = docker(*probe, "http://socket-proxy:2375/images/json", check=False)
     assert refused.returncode != 0 and "403" in refused.stderr
 
-    # only the edge publishes ports, except the SSH port the config asks gitea to publish (see docs/up.md)
+    # only the edge publishes ports: Gitea's SSH goes through Traefik's gitea-ssh TCP entry point
     published = {
         name: sorted(c["HostConfig"]["PortBindings"] or {})
         for name, c in containers.items()
         if c["HostConfig"]["PortBindings"]
     }
-    assert published == {"traefik": ["443/tcp", "80/tcp"], "gitea": ["2222/tcp"]}, published
+    ssh_port = lab.data["apps"]["gitea"]["ssh_port"]
+    assert published == {"traefik": sorted(["443/tcp", "80/tcp", f"{ssh_port}/tcp"])}, published
 
     # no secret value in any container's environment or in `docker compose config`
     secrets_dir = lab.stacks_dir / "secrets"

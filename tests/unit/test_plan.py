@@ -61,7 +61,7 @@ def test_every_service_is_hardened_and_pinned(example_config: Path) -> None:
                     assert mount.source.startswith("/tank/homelab"), (service.name, mount.source)
 
 
-def test_only_the_edge_and_gitea_ssh_publish_public_ports(example_config: Path) -> None:
+def test_only_the_edge_publishes_public_ports(example_config: Path) -> None:
     plan = build_plan(load(example_config))
     published = {
         (stack.name, service.name): service.ports
@@ -70,8 +70,7 @@ def test_only_the_edge_and_gitea_ssh_publish_public_ports(example_config: Path) 
         if service.ports
     }
     assert published == {
-        ("edge", "traefik"): ["80:80", "443:443"],
-        ("dev", "gitea"): ["2222:2222"],
+        ("edge", "traefik"): ["80:80", "443:443", "2222:2222"],
         ("monitoring", "graphite"): ["127.0.0.1:2003:2003"],
     }
 
@@ -80,3 +79,20 @@ def test_image_override(example_config: Path) -> None:
     example_config.write_text(example_config.read_text() + "images:\n  plex: localhost:5000/plex:1.2.3\n")
     plan = build_plan(load(example_config))
     assert plan.stacks["media"].services["plex"].image == "localhost:5000/plex:1.2.3"
+
+
+def test_gitea_ssh_goes_through_a_traefik_tcp_entry_point(example_config: Path) -> None:
+    from homelab.render.edge_traefik import static_config, tcp_route_labels
+
+    plan = build_plan(load(example_config))
+    assert static_config(plan)["entryPoints"]["gitea-ssh"] == {"address": ":2222"}
+    (route,) = plan.tcp_routes_for("dev", "gitea")
+    assert tcp_route_labels(route)["traefik.tcp.services.gitea-ssh.loadbalancer.server.port"] == "2222"
+
+
+def test_with_nginx_gitea_publishes_its_own_ssh_port(example_config: Path) -> None:
+    text = example_config.read_text().replace("kind: traefik", "kind: nginx").replace("challenge: tls", "challenge: http")
+    example_config.write_text(text)
+    plan = build_plan(load(example_config))
+    assert plan.stacks["dev"].services["gitea"].ports == ["2222:2222"]
+    assert plan.stacks["edge"].services["nginx"].ports == ["80:80", "443:443"]
