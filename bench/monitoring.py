@@ -168,7 +168,7 @@ def main() -> None:
             ingest(carbon, catalog, 0.001)
             e2e.wait_until(
                 lambda: all(carbon.file_for(s.path).exists() for s in catalog.series),
-                120,
+                240,
                 "carbon did not create the example's files",
             )
             lines, elapsed = ingest(carbon, catalog, args.seconds)
