@@ -123,8 +123,11 @@ def probe(pool: str) -> PoolSupport:
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise StorageError(f"pool {pool!r} is not available: {detail[0] if detail else 'zpool get failed'}")
-    pool_props = {parts[1]: parts[2] for parts in (line.split() for line in proc.stdout.splitlines())
-                  if len(parts) >= 3 and parts[0] == pool}
+    pool_props = {
+        parts[1]: parts[2]
+        for parts in (line.split() for line in proc.stdout.splitlines())
+        if len(parts) >= 3 and parts[0] == pool
+    }
     version = pool_props.get("version", "-").strip()
     features = {k: v.strip() for k, v in pool_props.items() if k.startswith("feature@")}
     table = process.run(["zfs", "get"], check=False, timeout=60)  # prints the property table
@@ -209,8 +212,9 @@ def _existing(names: Iterable[str]) -> dict[str, dict[str, tuple[str, str]]]:
     present = set(listed.stdout.split()) & set(names)
     if not present:
         return {}
-    proc = process.run(["zfs", "get", "-H", "-p", "-o", "name,property,value,source", "all", *sorted(present)],
-                       timeout=60)
+    proc = process.run(
+        ["zfs", "get", "-H", "-p", "-o", "name,property,value,source", "all", *sorted(present)], timeout=60
+    )
     result: dict[str, dict[str, tuple[str, str]]] = {n: {} for n in present}
     for line in proc.stdout.splitlines():
         parts = line.split("\t")
@@ -274,8 +278,7 @@ def plan_storage(plan: Plan, support: PoolSupport | None = None) -> StoragePlan:
         if name == storage.root:
             argv += ["-o", f"mountpoint={storage.mountpoint}"]
         argv += [a for k, v in sorted(props.items()) for a in ("-o", f"{k}={v}")] + [name]
-        steps.append(Step("create", name, _describe(props, storage.mountpoint if name == storage.root else None),
-                          argv))
+        steps.append(Step("create", name, _describe(props, storage.mountpoint if name == storage.root else None), argv))
     for d in plan.datasets:
         wanted, fit_warnings = fit(d.properties, support)
         for text in fit_warnings:
@@ -289,7 +292,10 @@ def plan_storage(plan: Plan, support: PoolSupport | None = None) -> StoragePlan:
             have = current[d.name]
             mounted_at = have.get("mountpoint", ("", ""))[0]
             if mounted_at and mounted_at != d.path:
-                warn(d.name, f"mounted at {mounted_at}, the plan expects {d.path}; not changed (bind mounts use {d.path})")
+                warn(
+                    d.name,
+                    f"mounted at {mounted_at}, the plan expects {d.path}; not changed (bind mounts use {d.path})",
+                )
             changed = False
             for prop, value in sorted(wanted.items()):
                 old = have.get(prop, ("-", ""))[0]
@@ -299,12 +305,21 @@ def plan_storage(plan: Plan, support: PoolSupport | None = None) -> StoragePlan:
                 if prop in CREATE_ONLY:
                     warn(d.name, f"{prop} is {old}, wanted {value}: only settable at creation; left as is")
                 elif prop in NEVER_SHRINK and old not in ("0", "none", "-") and _smaller(value, old):
-                    warn(d.name, f"{prop} would shrink from {format_size(int(old)) if old.isdigit() else old} to "
-                                 f"{value}; apply never shrinks (run zfs set yourself if you mean it)")
+                    warn(
+                        d.name,
+                        f"{prop} would shrink from {format_size(int(old)) if old.isdigit() else old} to "
+                        f"{value}; apply never shrinks (run zfs set yourself if you mean it)",
+                    )
                 else:
                     note = " (applies to files written from now on)" if prop == "recordsize" else ""
-                    steps.append(Step("set", d.name, f"{prop} {_show(prop, old)} -> {value}{note}",
-                                      ["zfs", "set", f"{prop}={value}", d.name]))
+                    steps.append(
+                        Step(
+                            "set",
+                            d.name,
+                            f"{prop} {_show(prop, old)} -> {value}{note}",
+                            ["zfs", "set", f"{prop}={value}", d.name],
+                        )
+                    )
             if not changed:
                 steps.append(Step("ok", d.name, "properties as planned"))
         steps += _ownership_steps(d, exists=d.name in current)
@@ -347,8 +362,14 @@ def _ownership_steps(d: Dataset, *, exists: bool) -> list[Step]:
         if not acme.exists() and not acme.is_symlink():
             steps.append(Step("acme", str(acme), "create empty, mode 0600"))
         elif not acme.is_file() or acme.is_symlink():
-            steps.append(Step("warn", str(acme), "is not a regular file (Docker creates a directory for a missing "
-                                                 "bind source); remove it and run apply again"))
+            steps.append(
+                Step(
+                    "warn",
+                    str(acme),
+                    "is not a regular file (Docker creates a directory for a missing "
+                    "bind source); remove it and run apply again",
+                )
+            )
         elif stat.S_IMODE(acme.stat().st_mode) != 0o600:
             steps.append(Step("acme", str(acme), f"mode {stat.S_IMODE(acme.stat().st_mode):04o} -> 0600"))
     return steps
@@ -357,8 +378,9 @@ def _ownership_steps(d: Dataset, *, exists: bool) -> list[Step]:
 # --- applying ----------------------------------------------------------------------------------
 
 
-def apply_storage(plan: Plan, storage_plan: StoragePlan | None = None,
-                  report: Callable[[Step], None] | None = None) -> StoragePlan:
+def apply_storage(
+    plan: Plan, storage_plan: StoragePlan | None = None, report: Callable[[Step], None] | None = None
+) -> StoragePlan:
     """Carry out the plan step by step, reporting each; stop at the first failure (StorageError)."""
     storage_plan = storage_plan or plan_storage(plan)
     by_path = {d.path: d for d in plan.datasets}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from homelab.backup import retention, zfs
-from homelab.backup.rclone import BackupError, Progress, Rclone, Result, Stats, crypt_name
+from homelab.backup.rclone import ENOSPC_MARKERS, BackupError, Progress, Rclone, Result, Stats, crypt_name
 from homelab.backup.state import State
 from homelab.config.loader import LoadedConfig
 from homelab.errors import ConfigError
@@ -33,6 +33,7 @@ GENERATED_PASSWORD = "secrets/backup-crypt-password"
 GENERATED_SALT = "secrets/backup-crypt-salt"
 FULL_DRILL_EVERY = timedelta(days=30)
 LINK_SUFFIX = ".rclonelink"
+PARTIAL_GLOB = "*.????????.partial"
 
 Clock = Callable[[], datetime]
 
@@ -185,11 +186,9 @@ def _new_run_id(ctx: Context) -> tuple[str, datetime]:
 
 
 def _clean_partials(ctx: Context, remote: str) -> None:
-    """Interrupted uploads leave `<name>.<hash>.partial` on file-like remotes: never keep them."""
-    from homelab.backup.rclone import base_name
-
-    remote_cfg = ctx.loaded.config.backup.remotes[remote]  # type: ignore[union-attr]
-    ctx.rclone.run(["delete", f"{base_name(remote)}:{remote_cfg.path}", "--include", "*.partial"], check=False)
+    """An interrupted upload leaves `<name>.<8 hex>.partial` (rclone >= 1.63 writes to a temporary name and
+    renames when complete; through crypt that temporary name is encrypted too): remove them before syncing."""
+    ctx.rclone.run(["delete", ctx.remote_path(remote, "current"), "--include", PARTIAL_GLOB], check=False)
 
 
 def run_backup(ctx: Context, only: list[str] | None = None,
@@ -210,8 +209,10 @@ def run_backup(ctx: Context, only: list[str] | None = None,
                                             "snapshots": {d.name: snapshot for d in datasets}})
         failures: list[str] = []
         try:
-            for remote in ctx.remotes:
-                _clean_partials(ctx, remote)
+            previous = [r for r in ctx.state.runs() if r["id"] != run_id]
+            if previous and previous[-1]["result"] != "success":  # interrupted or failed: leftovers possible
+                for remote in ctx.remotes:
+                    _clean_partials(ctx, remote)
             for d in datasets:
                 zfs.clean_stale_clones(d.name)
                 zfs.snapshot(d.name, snapshot)
@@ -281,7 +282,7 @@ def _sync_one(ctx: Context, run_id: str, d: Dataset, remote: str, source: Path,
 
 def _why(result: Result, what: str) -> str:
     if result.enospc:
-        first = next(e for e in result.errors if any(m in e.lower() for m in ("space", "enospc", "quota", "storage")))
+        first = next(e for e in result.errors if any(m in e.lower() for m in ENOSPC_MARKERS))
         return f"the remote is full (ENOSPC): {first}"
     if result.returncode < 0:
         return f"rclone {what} was killed (signal {-result.returncode})"
@@ -313,8 +314,8 @@ def _cryptcheck(ctx: Context, source: Path, dst: str, label: str, files_from: Pa
     out = CheckResult(0, [], [], [], [])
     if combined.exists():
         for line in combined.read_text(encoding="utf-8", errors="replace").splitlines():
-            mark, _, path = line.partition(" ")
-            {"=": lambda p: None, "*": out.differ.append, "-": out.missing.append, "+": out.extra.append,
+            mark, _, path = line.partition(" ")  # rclone: "+" only in the source, "-" only in the destination
+            {"=": lambda p: None, "*": out.differ.append, "+": out.missing.append, "-": out.extra.append,
              "!": out.errors.append}.get(mark, lambda p: None)(path)
             if mark == "=":
                 out.matched += 1

@@ -24,7 +24,7 @@ from homelab.runtime import process
 # rclone options whose values rclone expects obscured (`rclone obscure`)
 PASSWORD_OPTIONS = frozenset({"pass", "password", "password2", "key_file_pass"})
 ENOSPC_MARKERS = ("no space left on device", "enospc", "disk quota exceeded", "insufficient storage",
-                  "not enough space")
+                  "not enough space", "remaining disk space")
 
 
 class BackupError(HomelabError):

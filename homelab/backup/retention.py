@@ -8,6 +8,7 @@ taken from it). Everything else with our prefix is pruned; snapshots we did not 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,13 +28,17 @@ def snapshot_name(when: datetime) -> str:
     return PREFIX + when.astimezone(UTC).strftime(STAMP)
 
 
+@functools.lru_cache(maxsize=65536)
 def snapshot_time(name: str) -> datetime | None:
     """The time encoded in one of our snapshot names (`homelab-20250101T030000Z[-n]`), else None."""
     if not name.startswith(PREFIX):
         return None
     stamp = name[len(PREFIX):].split("-", 1)[0]
+    if len(stamp) != 16 or stamp[8] != "T" or stamp[15] != "Z" or not (stamp[:8] + stamp[9:15]).isdigit():
+        return None
     try:
-        return datetime.strptime(stamp, STAMP).replace(tzinfo=UTC)
+        return datetime(int(stamp[:4]), int(stamp[4:6]), int(stamp[6:8]), int(stamp[9:11]), int(stamp[11:13]),
+                        int(stamp[13:15]), tzinfo=UTC)
     except ValueError:
         return None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -13,17 +12,21 @@ import typer
 from homelab.cli import ConfigOption
 from homelab.cli.errors import handled
 
-backup_app = typer.Typer(help="Encrypted backups of the app datasets (ZFS snapshot -> rclone crypt).",
-                         no_args_is_help=True)
-schedule_app = typer.Typer(help="systemd timer + service units for scheduled backups and drills.",
-                           no_args_is_help=True)
+backup_app = typer.Typer(
+    help="Encrypted backups of the app datasets (ZFS snapshot -> rclone crypt).", no_args_is_help=True
+)
+schedule_app = typer.Typer(help="systemd timer + service units for scheduled backups and drills.", no_args_is_help=True)
 backup_app.add_typer(schedule_app, name="schedule")
 
 CONFIG_DEFAULT = Path("homelab.yaml")
 DatasetOption = Annotated[list[str] | None, typer.Option("--dataset", "-d", help="Only this <app>/<role> (repeat).")]
 RemoteOption = Annotated[str | None, typer.Option("--remote", help="Only this remote (default: all).")]
-StateOption = Annotated[Path | None, typer.Option("--state-dir", envvar="HOMELAB_BACKUP_STATE",
-                                                  help="Records folder (default <mountpoint>/.homelab/backup).")]
+StateOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir", envvar="HOMELAB_BACKUP_STATE", help="Records folder (default <mountpoint>/.homelab/backup)."
+    ),
+]
 
 
 def _ctx(config: Path, state_dir: Path | None, remote: str | None = None):
@@ -41,8 +44,12 @@ def _say(text: str) -> None:
 
 
 @backup_app.command("run")
-def run_cmd(config: ConfigOption = CONFIG_DEFAULT, dataset: DatasetOption = None, remote: RemoteOption = None,
-            state_dir: StateOption = None) -> None:
+def run_cmd(
+    config: ConfigOption = CONFIG_DEFAULT,
+    dataset: DatasetOption = None,
+    remote: RemoteOption = None,
+    state_dir: StateOption = None,
+) -> None:
     """Snapshot -> encrypted sync -> cryptcheck -> JSON record. Non-zero exit naming the cause on failure."""
     from homelab.backup import Progress, run_backup
 
@@ -53,8 +60,12 @@ def run_cmd(config: ConfigOption = CONFIG_DEFAULT, dataset: DatasetOption = None
 
 
 @backup_app.command("verify")
-def verify_cmd(config: ConfigOption = CONFIG_DEFAULT, dataset: DatasetOption = None, remote: RemoteOption = None,
-               state_dir: StateOption = None) -> None:
+def verify_cmd(
+    config: ConfigOption = CONFIG_DEFAULT,
+    dataset: DatasetOption = None,
+    remote: RemoteOption = None,
+    state_dir: StateOption = None,
+) -> None:
     """cryptcheck the remote against the snapshot of the last successful backup; names each bad file."""
     from homelab.backup import verify
 
@@ -83,10 +94,14 @@ def restore_cmd(
 
 
 @backup_app.command("drill")
-def drill_cmd(config: ConfigOption = CONFIG_DEFAULT, sample: int = 20,
-              full: Annotated[bool | None, typer.Option("--full/--sample-only",
-                                                        help="Default: full when the last is 30+ days old.")] = None,
-              state_dir: StateOption = None) -> None:
+def drill_cmd(
+    config: ConfigOption = CONFIG_DEFAULT,
+    sample: int = 20,
+    full: Annotated[
+        bool | None, typer.Option("--full/--sample-only", help="Default: full when the last is 30+ days old.")
+    ] = None,
+    state_dir: StateOption = None,
+) -> None:
     """Restore a random sample (monthly: everything) into scratch and compare with the snapshot."""
     from homelab.backup import drill
 
@@ -96,8 +111,11 @@ def drill_cmd(config: ConfigOption = CONFIG_DEFAULT, sample: int = 20,
 
 
 @backup_app.command("status")
-def status_cmd(config: ConfigOption = CONFIG_DEFAULT, as_json: Annotated[bool, typer.Option("--json")] = False,
-               state_dir: StateOption = None) -> None:
+def status_cmd(
+    config: ConfigOption = CONFIG_DEFAULT,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    state_dir: StateOption = None,
+) -> None:
     """Last run, bytes, duration, last verified restore and its age."""
     from homelab.backup import status
 
@@ -110,14 +128,20 @@ def status_cmd(config: ConfigOption = CONFIG_DEFAULT, as_json: Annotated[bool, t
     if not last:
         typer.echo("no backup has run yet")
         raise typer.Exit(1)
-    typer.echo(f"last run:     {last['id']} {last['result']}, {last['files']} files, {last['bytes']} bytes, "
-               f"{last.get('duration')} s" + (f" ({last['error']})" if last.get("error") else ""))
-    typer.echo(f"last success: {info['last_success'] or 'never'}"
-               + (f" ({info['last_success_age_hours']} h ago)" if info.get("last_success_age_hours") is not None
-                  else ""))
+    typer.echo(
+        f"last run:     {last['id']} {last['result']}, {last['files']} files, {last['bytes']} bytes, "
+        f"{last.get('duration')} s" + (f" ({last['error']})" if last.get("error") else "")
+    )
+    typer.echo(
+        f"last success: {info['last_success'] or 'never'}"
+        + (f" ({info['last_success_age_hours']} h ago)" if info.get("last_success_age_hours") is not None else "")
+    )
     drill = info["last_drill"]
-    typer.echo(f"last drill:   {drill['time']} ({info['last_drill_age_days']} days ago, {drill['files']} files)"
-               if drill else "last drill:   never")
+    typer.echo(
+        f"last drill:   {drill['time']} ({info['last_drill_age_days']} days ago, {drill['files']} files)"
+        if drill
+        else "last drill:   never"
+    )
     if last["result"] != "success":
         raise typer.Exit(1)
 
@@ -170,5 +194,3 @@ def schedule_install(
             typer.echo(f"wrote {path}")
 
 
-def _interactive() -> bool:
-    return sys.stderr.isatty()
