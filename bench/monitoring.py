@@ -174,9 +174,7 @@ def main() -> None:
             lines, elapsed = ingest(carbon, catalog, args.seconds)
             rate = lines / elapsed
             print("== carbon-cache ingest (plaintext, loopback, one connection)")
-            print(
-                f"lines sent                  {lines} in {elapsed:.2f}s (until the sentinel was in the cache)"
-            )
+            print(f"lines sent                  {lines} in {elapsed:.2f}s (until the sentinel was in the cache)")
             print(f"sustained                   {rate:,.0f} lines/s")
             print(f"example emits               {emitted:.1f} lines/s")
             print(f"ratio                       {rate / emitted:,.0f}x (goal >= 50x)")

@@ -11,7 +11,6 @@ such instead of as a regression.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -44,7 +43,7 @@ def main() -> None:
         for name in ("ddns-password", "b2-account", "b2-key"):
             path = work / "secrets" / name
             path.write_text("bench\n")
-            os.chmod(path, 0o600)
+            path.chmod(0o600)
         python = median_seconds([sys.executable, "-c", "pass"], args.runs, work)
         first = median_seconds([*HOMELAB, "render"], 1, work)
         render = median_seconds([*HOMELAB, "render"], args.runs, work)  # re-render: the no-change path

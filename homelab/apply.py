@@ -107,9 +107,7 @@ def select_stacks(plan: Plan, names: Iterable[str]) -> list[str]:
     names = list(names)
     unknown = [n for n in names if n not in plan.stacks]
     if unknown:
-        raise ConfigError(
-            [f"unknown stack {n!r} (this config has: {', '.join(plan.stacks)})" for n in unknown]
-        )
+        raise ConfigError([f"unknown stack {n!r} (this config has: {', '.join(plan.stacks)})" for n in unknown])
     return [n for n in plan.stacks if not names or n in names]
 
 
@@ -162,9 +160,7 @@ def converge(
         stack_plan = StackPlan(name, out / name)
         for service_name in stack.services:
             container = containers.get(service_name)
-            action, reason = _decide(
-                plan, stack, service_name, container, hashes.get(name, {}), images, changed
-            )
+            action, reason = _decide(plan, stack, service_name, container, hashes.get(name, {}), images, changed)
             stack_plan.actions.append(ServiceAction(name, service_name, action, reason, container))
         for service_name, container in sorted(containers.items()):
             if service_name not in stack.services:
@@ -307,9 +303,7 @@ def _owners(plan: Plan, stack_name: str) -> set[str]:
     owners = {stack_name}
     owners |= {r.app for r in plan.routes if r.stack == stack_name}
     owners |= {
-        d.owner
-        for d in plan.datasets
-        if any(m.source == d.path for s in stack.services.values() for m in s.mounts)
+        d.owner for d in plan.datasets if any(m.source == d.path for s in stack.services.values() for m in s.mounts)
     }
     return owners
 
@@ -330,8 +324,7 @@ def _ensure_acme_json(path: Path) -> list[str]:
         return [str(path)]
     if not stat.S_ISREG(info.st_mode):
         raise HomelabError(
-            f"{path} is not a regular file (a missing bind source became a folder?): "
-            "remove it and run up again"
+            f"{path} is not a regular file (a missing bind source became a folder?): remove it and run up again"
         )
     if stat.S_IMODE(info.st_mode) != 0o600:
         path.chmod(0o600)  # Traefik refuses an acme.json readable by others
@@ -365,9 +358,7 @@ def apply(
     for index, stack in enumerate(todo):
         if stack.remove_stack:
             progress(f"{stack.name}: taking down (no longer in the config)")
-            docker.down(
-                stack.project, stack.directory if (stack.directory / "compose.yaml").is_file() else None
-            )
+            docker.down(stack.project, stack.directory if (stack.directory / "compose.yaml").is_file() else None)
             removed.append(stack.name)
             continue
         progress(f"{stack.name}: applying, waiting up to {timeout:.0f}s for health")
@@ -400,23 +391,17 @@ def _wait_healthy(docker: Docker, stack: StackPlan, deadline: float) -> list[str
         time.sleep(1)
 
 
-def diagnose(
-    docker: Docker, stack: StackPlan, exc: Exception, seconds: float, later: list[str]
-) -> ApplyFailed:
+def diagnose(docker: Docker, stack: StackPlan, exc: Exception, seconds: float, later: list[str]) -> ApplyFailed:
     """Turn a failed `up --wait` into: which service, what its last health check said, what waits."""
     containers = docker.containers([stack.project])
     bad = [
-        c
-        for c in containers
-        if c.health in ("unhealthy", "starting") or c.state in ("exited", "dead", "restarting")
+        c for c in containers if c.health in ("unhealthy", "starting") or c.state in ("exited", "dead", "restarting")
     ]
     not_started = sorted(c.service for c in containers if c.state == "created")
     lines = []
     for c in sorted(bad, key=lambda c: (c.health != "unhealthy", c.service)):
         if c.health in ("unhealthy", "starting"):
-            verdict = (
-                "is unhealthy" if c.health == "unhealthy" else f"did not become healthy within {seconds:.0f}s"
-            )
+            verdict = "is unhealthy" if c.health == "unhealthy" else f"did not become healthy within {seconds:.0f}s"
             output = c.health_output or "(no output)"
             lines.append(f"stack {stack.name}: service {c.service} {verdict}; last health check: {output}")
         else:
@@ -444,9 +429,7 @@ def _last_log_lines(docker: Docker, container: Container, count: int = 3) -> str
 # --- down and status ------------------------------------------------------------------------------
 
 
-def down(
-    plan: Plan, out: Path, docker: Docker, stacks: list[str], progress: Callable[[str], None]
-) -> list[str]:
+def down(plan: Plan, out: Path, docker: Docker, stacks: list[str], progress: Callable[[str], None]) -> list[str]:
     """Take stacks down in reverse dependency order. Datasets, acme.json and secrets stay."""
     running = {c.project for c in docker.containers()}
     done = []
@@ -537,9 +520,7 @@ def _pem_expiry(pem: bytes) -> str:
         cert = x509.load_pem_x509_certificate(pem)
         return cert.not_valid_after_utc.strftime("%Y-%m-%d")
     except ImportError:
-        proc = process.run(
-            ["openssl", "x509", "-noout", "-enddate"], input=pem.decode(), check=False, timeout=10
-        )
+        proc = process.run(["openssl", "x509", "-noout", "-enddate"], input=pem.decode(), check=False, timeout=10)
         return proc.stdout.strip().removeprefix("notAfter=") if proc.returncode == 0 else ""
     except ValueError:
         return ""

@@ -54,16 +54,46 @@ CPU_STATES = ("user", "system", "wait", "nice", "interrupt", "softirq", "steal",
 MEMORY_STATES = ("used", "buffered", "cached", "free", "slab_recl", "slab_unrecl")
 TCP_STATES = ("ESTABLISHED", "TIME_WAIT", "SYN_RECV")
 
-Kind = Literal["temperature", "fanspeed", "voltage", "power", "current", "percent", "bytes", "bytes_rate",
-               "ops_rate", "count", "errors_rate", "seconds", "ratio", "timestamp", "load", "packets_rate", "connections"]
+Kind = Literal[
+    "temperature",
+    "fanspeed",
+    "voltage",
+    "power",
+    "current",
+    "percent",
+    "bytes",
+    "bytes_rate",
+    "ops_rate",
+    "count",
+    "errors_rate",
+    "seconds",
+    "ratio",
+    "timestamp",
+    "load",
+    "packets_rate",
+    "connections",
+]
 Aggregation = Literal["average", "max", "min", "last", "sum"]
 
 # Grafana unit per kind.
 UNITS: dict[str, str] = {
-    "temperature": "celsius", "fanspeed": "rotrpm", "voltage": "volt", "power": "watt", "current": "amp",
-    "percent": "percent", "bytes": "bytes", "bytes_rate": "Bps", "ops_rate": "iops", "count": "short",
-    "errors_rate": "short", "seconds": "s", "ratio": "percent", "timestamp": "dateTimeFromNow",
-    "load": "short", "packets_rate": "pps", "connections": "short",
+    "temperature": "celsius",
+    "fanspeed": "rotrpm",
+    "voltage": "volt",
+    "power": "watt",
+    "current": "amp",
+    "percent": "percent",
+    "bytes": "bytes",
+    "bytes_rate": "Bps",
+    "ops_rate": "iops",
+    "count": "short",
+    "errors_rate": "short",
+    "seconds": "s",
+    "ratio": "percent",
+    "timestamp": "dateTimeFromNow",
+    "load": "short",
+    "packets_rate": "pps",
+    "connections": "short",
 }
 
 # Temperatures keep their peaks, fans their troughs (a fan that stopped for a minute must still show),
@@ -148,10 +178,17 @@ class Catalog:
     def plugin(self, name: str) -> Plugin | None:
         return next((p for p in self.plugins if p.name == name), None)
 
-    def select(self, plugin: str | None = None, type: str | None = None, plugin_instance: str | None = None,
-               kind: str | None = None, ds: str | None = None) -> list[Series]:
+    def select(
+        self,
+        plugin: str | None = None,
+        type: str | None = None,
+        plugin_instance: str | None = None,
+        kind: str | None = None,
+        ds: str | None = None,
+    ) -> list[Series]:
         return [
-            s for s in self.series
+            s
+            for s in self.series
             if (plugin is None or s.plugin == plugin)
             and (type is None or s.type == type)
             and (plugin_instance is None or s.plugin_instance == plugin_instance)
@@ -276,8 +313,11 @@ def build_catalog(config: Config, profile: Profile, dataset_paths: list[str] | N
         add("smart", disk, "smart_temperature", "", "temperature", f"{disk} temperature")
         add("smart", disk, "smart_badsectors", "", "count", f"{disk} bad sectors")
         for attr_id, name in SMART_FAILURE_ATTRIBUTES.items():
-            series.append(Series(host, "smart", disk, "smart_attribute", name, "pretty", "count",
-                                 f"{disk} SMART {attr_id} {name}"))
+            series.append(
+                Series(
+                    host, "smart", disk, "smart_attribute", name, "pretty", "count", f"{disk} SMART {attr_id} {name}"
+                )
+            )
     plugins.append(Plugin("disk", {"disks": disks}, needs_hardware=True))
     for disk in disks:
         add("disk", disk, "disk_octets", "", "bytes_rate", f"{disk} throughput")

@@ -100,9 +100,7 @@ def render_png(
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - the user's graphite-web
             body = bytes(response.read())
     except (urllib.error.URLError, OSError) as exc:
-        raise EnvironmentProblem(
-            f"graphite-web at {graphite_url} did not render {graph.title!r}: {exc}"
-        ) from exc
+        raise EnvironmentProblem(f"graphite-web at {graphite_url} did not render {graph.title!r}: {exc}") from exc
     if not body.startswith(PNG_MAGIC):
         raise EnvironmentProblem(
             f"graphite-web at {graphite_url} answered {graph.title!r} with something else than a PNG"

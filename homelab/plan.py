@@ -194,7 +194,9 @@ def _dataset(config: Config, e: CatalogEntry, role: str) -> Dataset:
     key = f"{e.owner}/{role}"
     override = config.storage.datasets.get(key)
     name = override.name if override and override.name else f"{config.storage.root}/{key}"
-    relative = PurePosixPath(name).relative_to(config.storage.root) if name.startswith(config.storage.root + "/") else None
+    relative = (
+        PurePosixPath(name).relative_to(config.storage.root) if name.startswith(config.storage.root + "/") else None
+    )
     path = str(PurePosixPath(config.storage.mountpoint) / relative) if relative else f"/{name}"
     properties = {"atime": "off", "compression": "lz4", "xattr": "sa", "acltype": "posix"}
     if spec.recordsize:
@@ -276,7 +278,9 @@ def _service(config: Config, e: CatalogEntry, name: str, spec: ServiceSpec, rout
     )
 
 
-def _apply_options(config: Config, loaded: LoadedConfig, e: CatalogEntry, service: Service, secrets: dict[str, Secret]) -> None:
+def _apply_options(
+    config: Config, loaded: LoadedConfig, e: CatalogEntry, service: Service, secrets: dict[str, Secret]
+) -> None:
     """Per-app options that are logic rather than data."""
 
     def user_secret(name: str, relative: str) -> str:

@@ -43,10 +43,7 @@ def _type_name(annotation: Any) -> str:
 def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "**required**"
-    if field.default_factory is not None:
-        value = field.default_factory()  # type: ignore[call-arg]
-    else:
-        value = field.default
+    value = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
     if value is PydanticUndefined:
         return ""
     if isinstance(value, BaseModel):
@@ -72,9 +69,14 @@ def _nested(annotation: Any) -> list[type[BaseModel]]:
 def config_reference() -> str:
     models: dict[str, type[BaseModel]] = {}
     _models(Config, models)
-    lines = [HEADER, "# homelab.yaml reference", "",
-             "Every key homelab.yaml accepts. Unknown keys are errors (with a did-you-mean). Paths to secret",
-             "files are relative to homelab.yaml and must not be readable by others (chmod 600).", ""]
+    lines = [
+        HEADER,
+        "# homelab.yaml reference",
+        "",
+        "Every key homelab.yaml accepts. Unknown keys are errors (with a did-you-mean). Paths to secret",
+        "files are relative to homelab.yaml and must not be readable by others (chmod 600).",
+        "",
+    ]
     for name, model in models.items():
         lines += [f"## {name}", ""]
         doc = (model.__doc__ or "").strip()

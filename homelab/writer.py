@@ -62,9 +62,7 @@ def _read_manifest(out: Path) -> dict[str, str]:
         return {}
 
 
-def diff(
-    out: Path, files: dict[str, bytes], secret_files: dict[str, bytes], *, force: bool = False
-) -> WriteReport:
+def diff(out: Path, files: dict[str, bytes], secret_files: dict[str, bytes], *, force: bool = False) -> WriteReport:
     manifest = _read_manifest(out)
     report = WriteReport()
     refused = []

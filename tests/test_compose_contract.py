@@ -14,19 +14,24 @@ from tests.conftest import find_program, missing, write_secret
 
 VARIANTS = {
     "example": lambda text: text,
-    "nginx-edge": lambda text: text.replace("kind: traefik", "kind: nginx").replace("challenge: tls", "challenge: http"),
+    "nginx-edge": lambda text: text.replace("kind: traefik", "kind: nginx").replace(
+        "challenge: tls", "challenge: http"
+    ),
     "dns-challenge-and-ipmi-lan": lambda text: text.replace(
         "    challenge: tls",
-        "    challenge: dns\n    dns_provider: cloudflare\n    dns_credentials:\n      CF_DNS_API_TOKEN: secrets/cf-token",
+        "    challenge: dns\n    dns_provider: cloudflare\n"
+        "    dns_credentials:\n      CF_DNS_API_TOKEN: secrets/cf-token",
     ).replace(
         "    mode: local ",
         "    mode: lan\n    address: 192.168.1.2\n    username: monitor\n    password_file: secrets/ipmi-password\n   ",
     ),
-    "one-app-no-monitoring": lambda text: text.replace("monitoring:\n  interval: 10", "monitoring:\n  enabled: false")
-    .replace("  nextcloud:\n", "  nextcloud:\n    enabled: false\n")
-    .replace("  gitea:\n", "  gitea:\n    enabled: false\n")
-    .replace("  jenkins:\n", "  jenkins:\n    enabled: false\n")
-    .replace("  rstudio:\n", "  rstudio:\n    enabled: false\n"),
+    "one-app-no-monitoring": lambda text: (
+        text.replace("monitoring:\n  interval: 10", "monitoring:\n  enabled: false")
+        .replace("  nextcloud:\n", "  nextcloud:\n    enabled: false\n")
+        .replace("  gitea:\n", "  gitea:\n    enabled: false\n")
+        .replace("  jenkins:\n", "  jenkins:\n    enabled: false\n")
+        .replace("  rstudio:\n", "  rstudio:\n    enabled: false\n")
+    ),
 }
 
 

@@ -20,7 +20,11 @@ GRAFANA_PREFIX = "monitoring/grafana/"
 def _expected_tree(files: dict[str, bytes]) -> dict[Path, bytes]:
     tree = {GOLDEN_STACKS / rel: content for rel, content in files.items()}
     tree.update(
-        {GOLDEN_GRAFANA / rel.removeprefix(GRAFANA_PREFIX): c for rel, c in files.items() if rel.startswith(GRAFANA_PREFIX)}
+        {
+            GOLDEN_GRAFANA / rel.removeprefix(GRAFANA_PREFIX): c
+            for rel, c in files.items()
+            if rel.startswith(GRAFANA_PREFIX)
+        }
     )
     return tree
 
@@ -35,7 +39,9 @@ def _committed_tree() -> dict[Path, bytes]:
     }
 
 
-def test_example_rendering_matches_golden_files(example_config: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_example_rendering_matches_golden_files(
+    example_config: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     result = render_project(load(example_config), tmp_path / "stacks", dry_run=True)
     expected = _expected_tree(result.rendering.files)
     if request.config.getoption("--update-golden"):
@@ -45,7 +51,9 @@ def test_example_rendering_matches_golden_files(example_config: Path, tmp_path: 
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
     committed = _committed_tree()
-    stale = sorted(str(p.relative_to(REPO)) for p in expected.keys() | committed.keys() if expected.get(p) != committed.get(p))
+    stale = sorted(
+        str(p.relative_to(REPO)) for p in expected.keys() | committed.keys() if expected.get(p) != committed.get(p)
+    )
     assert not stale, f"golden files out of date (run pytest --update-golden): {stale}"
 
 

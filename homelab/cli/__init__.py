@@ -54,7 +54,7 @@ def default_config() -> Path:
 
 # The command modules register on `app` when imported; doing it here means every entry point (the
 # console script, `python -m homelab`, tests, the docs generator) sees the same command tree.
-from homelab.cli import commands  # noqa: E402, F401
+from homelab.cli import commands, stack  # noqa: E402, F401
 from homelab.cli.backup import backup_app  # noqa: E402
 from homelab.cli.monitor import monitor_app  # noqa: E402
 from homelab.cli.storage import storage_app  # noqa: E402

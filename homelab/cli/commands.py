@@ -74,4 +74,3 @@ def doctor(config: ConfigOption = CONFIG_DEFAULT) -> None:
     with handled():
         checks = run_checks(build_plan(load(config)))
     raise typer.Exit(print_checks(checks))
-from homelab.cli import stack  # noqa: F401

@@ -43,8 +43,11 @@ def size(config: ConfigOption = Path("homelab.yaml")) -> None:
 def snapshot(
     out: Path = typer.Option(..., "--out", help="Directory for the PNG files (created if missing)."),  # noqa: B008
     graphite_url: str = typer.Option(
-        "http://127.0.0.1:8080", "--graphite-url", envvar="HOMELAB_GRAPHITE_URL",
-        help="graphite-web's base URL (its /render API draws the graphs)."),
+        "http://127.0.0.1:8080",
+        "--graphite-url",
+        envvar="HOMELAB_GRAPHITE_URL",
+        help="graphite-web's base URL (its /render API draws the graphs).",
+    ),
     since: str = typer.Option("-1h", "--from", help="Start, in Graphite's syntax (-6h, -1d...)."),
     until: str = typer.Option("now", "--until", help="End of the graphs."),
     width: int = typer.Option(800, "--width", min=100, max=4000),
@@ -62,7 +65,13 @@ def snapshot(
     with handled():
         boards = dashboards(catalog_for(build_plan(load(config))))
         written = take_snapshot(
-            graphite_url, boards, out, from_=since, until=until, width=width, height=height,
+            graphite_url,
+            boards,
+            out,
+            from_=since,
+            until=until,
+            width=width,
+            height=height,
             all_panels=all_panels,
         )
     for path in written:

@@ -13,8 +13,11 @@ if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
 
 def print_report(result: RenderResult, *, applied: bool) -> None:
     report = result.report
-    verb = {"new": "created" if applied else "new", "changed": "updated" if applied else "changed",
-            "obsolete": "removed" if applied else "obsolete"}
+    verb = {
+        "new": "created" if applied else "new",
+        "changed": "updated" if applied else "changed",
+        "obsolete": "removed" if applied else "obsolete",
+    }
     for change in report.changes:
         if change.status != "identical":
             typer.echo(f"  {verb[change.status]:8} {change.path}")
@@ -23,8 +26,9 @@ def print_report(result: RenderResult, *, applied: bool) -> None:
         typer.echo(f"no changes: {identical} files identical in {result.out}")
         return
     stacks = report.stacks_affected(result.plan)
-    counts = ", ".join(f"{len(report.by_status(s))} {verb[s]}" for s in ("new", "changed", "obsolete")
-                       if report.by_status(s))
+    counts = ", ".join(
+        f"{len(report.by_status(s))} {verb[s]}" for s in ("new", "changed", "obsolete") if report.by_status(s)
+    )
     typer.echo(f"{counts}, {identical} identical in {result.out}")
     typer.echo(f"stacks affected: {', '.join(stacks) if stacks else 'none'}")
 

@@ -31,9 +31,7 @@ def up(
     stacks: StacksArgument = None,
     config: ConfigOption = CONFIG_DEFAULT,
     out: OutOption = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show what would change; change nothing.")
-    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")] = False,
     timeout: Annotated[
         int, typer.Option("--timeout", min=1, help="Seconds each stack may take to become healthy.")
     ] = 300,
@@ -57,9 +55,7 @@ def up(
         pending = None
         if dry_run:
             pending = {
-                s: result.rendering.files[f"{s}/compose.yaml"]
-                for s in selected
-                if f"{s}/compose.yaml" in changed
+                s: result.rendering.files[f"{s}/compose.yaml"] for s in selected if f"{s}/compose.yaml" in changed
             }
         convergence = apply.converge(
             result.plan,
@@ -128,8 +124,7 @@ def status(config: ConfigOption = CONFIG_DEFAULT) -> None:
         rows = apply.status(plan, docker)
     header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE")
     table = [header] + [
-        (f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change)
-        for r in rows
+        (f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change) for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
@@ -163,7 +158,5 @@ def logs(
         docker = Docker()
         docker.check()
         directory = (out or default_out(loaded)).resolve() / stack.name
-        code = docker.stream(
-            docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail)
-        )
+        code = docker.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
     raise typer.Exit(code)

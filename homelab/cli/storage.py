@@ -24,8 +24,10 @@ def plan_cmd(config: ConfigOption = CONFIG_DEFAULT) -> None:
         result = plan_storage(build_plan(load(config)))
     for step in result.steps:
         typer.echo(f"  {step}")
-    typer.echo(f"{len(result.changes)} changes, {len(result.warnings)} warnings (pool {result.support.pool} "
-               f"version {result.support.version})")
+    typer.echo(
+        f"{len(result.changes)} changes, {len(result.warnings)} warnings (pool {result.support.pool} "
+        f"version {result.support.version})"
+    )
 
 
 @storage_app.command("apply")

@@ -168,11 +168,17 @@ def _cross_field_problems(config: Config, written: Callable[[Loc], bool]) -> Ite
     from homelab.profiles import available
 
     if config.server.profile not in available():
-        yield ("server", "profile"), f"unknown hardware profile {config.server.profile!r} (known: {', '.join(available())})"
+        yield (
+            ("server", "profile"),
+            f"unknown hardware profile {config.server.profile!r} (known: {', '.join(available())})",
+        )
     if config.edge.kind == "nginx" and config.domain.acme.challenge != "http":
-        yield ("domain", "acme", "challenge"), (
-            f"the nginx edge gets certificates with certbot's webroot: use challenge 'http', "
-            f"not {config.domain.acme.challenge!r}"
+        yield (
+            ("domain", "acme", "challenge"),
+            (
+                f"the nginx edge gets certificates with certbot's webroot: use challenge 'http', "
+                f"not {config.domain.acme.challenge!r}"
+            ),
         )
 
     taken: dict[str, str] = {}
@@ -229,7 +235,10 @@ def _secret_file_problems(loaded: LoadedConfig) -> Iterator[tuple[Loc, str]]:
         if not stat.S_ISREG(info.st_mode):
             yield loc, f"secret file {relative!r} is not a regular file"
         elif info.st_mode & 0o077:
-            yield loc, (
-                f"secret file {relative!r} is readable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
-                f"run: chmod 600 {relative}"
+            yield (
+                loc,
+                (
+                    f"secret file {relative!r} is readable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
+                    f"run: chmod 600 {relative}"
+                ),
             )

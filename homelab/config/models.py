@@ -17,7 +17,9 @@ _HOSTNAME_RE = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
 _DOMAIN_RE = re.compile(rf"^{_LABEL}(\.{_LABEL})+$")
 _DATASET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(/[A-Za-z0-9][A-Za-z0-9_.:-]*)*$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_IMAGE_RE = re.compile(r"^([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
+_IMAGE_RE = re.compile(
+    r"^([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+)
 _ONCALENDAR_RE = re.compile(r"^[A-Za-z0-9*,:./ ~-]+$")
 
 

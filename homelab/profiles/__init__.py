@@ -40,7 +40,6 @@ class BmcSensor(_Model):
     min: float | None = None
     max: float | None = None
 
-
     @property
     def ipmi_entity_id(self) -> int:
         return self.entity_id if self.entity_id is not None else ENTITY_IDS[self.entity]

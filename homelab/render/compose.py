@@ -42,13 +42,10 @@ def _service(plan: Plan, stack: Stack, service: Service) -> dict[str, Any]:
     if service.environment:
         out["environment"] = {k: escape_compose(v) for k, v in sorted(service.environment.items())}
     if service.secrets:
-        out["secrets"] = [
-            {"source": name, "target": target} if target else name for name, target in service.secrets
-        ]
+        out["secrets"] = [{"source": name, "target": target} if target else name for name, target in service.secrets]
     if service.mounts:
         out["volumes"] = [
-            {"type": "bind", "source": m.source, "target": m.target, "read_only": m.read_only}
-            for m in service.mounts
+            {"type": "bind", "source": m.source, "target": m.target, "read_only": m.read_only} for m in service.mounts
         ]
     if service.ports:
         out["ports"] = list(service.ports)
@@ -71,7 +68,9 @@ def _service(plan: Plan, stack: Stack, service: Service) -> dict[str, Any]:
             for dep in service.depends_on
         }
     if service.healthcheck:
-        out["healthcheck"] = {k: (v if k != "test" else [escape_compose(a) for a in v]) for k, v in service.healthcheck.items()}
+        out["healthcheck"] = {
+            k: (v if k != "test" else [escape_compose(a) for a in v]) for k, v in service.healthcheck.items()
+        }
     labels = dict(service.labels)
     if plan.config.edge.kind == "traefik":
         from homelab.render.edge_traefik import route_labels, tcp_route_labels

@@ -13,8 +13,12 @@ def render(plan: Plan, rendering: Rendering, secret_values: dict[str, str]) -> N
     assert ddns is not None and ddns.password_file is not None
     password = secret_values[ddns.password_file]
     if any(c in password for c in "'\\\n\r"):
-        raise ConfigError([f"ddns.password_file: the secret in {ddns.password_file!r} contains a quote, backslash or "
-                           "line break, which ddclient.conf cannot hold"])
+        raise ConfigError(
+            [
+                f"ddns.password_file: the secret in {ddns.password_file!r} contains a quote, backslash or "
+                "line break, which ddclient.conf cannot hold"
+            ]
+        )
     hosts = ddns.hostnames or [r.host for r in plan.routes]
     rendering.secret_files["edge_ddclient_conf"] = render_template(
         "ddclient.conf.j2",

@@ -19,9 +19,7 @@ def render(plan: Plan, rendering: Rendering) -> None:
     acme = plan.config.domain.acme
     rendering.add(
         "edge/certbot/certbot.sh",
-        render_template(
-            "certbot.sh.j2", hosts=[r.host for r in plan.routes], email=acme.email, server=ca_server(plan)
-        ),
+        render_template("certbot.sh.j2", hosts=[r.host for r in plan.routes], email=acme.email, server=ca_server(plan)),
     )
 
 

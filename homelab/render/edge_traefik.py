@@ -32,9 +32,7 @@ def static_config(plan: Plan) -> dict[str, Any]:
     elif acme.challenge == "tls":
         challenge = {"tlsChallenge": {}}
     else:
-        challenge = {
-            "dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}
-        }
+        challenge = {"dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}}
     # Go keeps X_Forwarded_For / X.Real.Ip apart from the X-Forwarded-For / X-Real-Ip Traefik sets, but
     # PHP (Nextcloud), CGI and WSGI read them as the same variable: drop such aliases before routing.
     alias_headers = {"aliasHeadersStrategy": "delete"}
@@ -46,7 +44,9 @@ def static_config(plan: Plan) -> dict[str, Any]:
             "web": {
                 "address": ":80",
                 "http": {
-                    "redirections": {"entryPoint": {"to": _redirect_target(plan), "scheme": "https", "permanent": True}},
+                    "redirections": {
+                        "entryPoint": {"to": _redirect_target(plan), "scheme": "https", "permanent": True}
+                    },
                     **alias_headers,
                 },
             },

@@ -19,7 +19,7 @@ DATASOURCE_UID = "graphite"
 GRAPHITE_URL = "http://graphite:80"
 SOCKET = "/run/collectd.sock"
 IPMI_INCLUDE = "/etc/collectd/ipmi.conf"
-IPMI_SECRET = "monitoring_collectd_ipmi_conf"
+IPMI_SECRET = "monitoring_collectd_ipmi_conf"  # noqa: S105 - the secret file's name
 EXEC_USER = "nobody"
 BACKUP_STATUS_PROGRAM = "/usr/local/lib/homelab/backup-status"
 FOLDER = "Homelab"
@@ -48,12 +48,20 @@ def render(plan: Plan, rendering: Rendering, secret_values: dict[str, str]) -> N
     rendering.add("monitoring/graphite/carbon.conf", carbon_conf(catalog))
     rendering.add("monitoring/graphite/storage-schemas.conf", storage_schemas(catalog))
     rendering.add("monitoring/graphite/storage-aggregation.conf", storage_aggregation(catalog))
-    rendering.add("monitoring/grafana/provisioning/datasources/graphite.yaml", dump(datasource(), header=GENERATED_MARK))
-    rendering.add("monitoring/grafana/provisioning/dashboards/homelab.yaml", dump(dashboard_provider(), header=GENERATED_MARK))
-    rendering.add("monitoring/grafana/provisioning/alerting/rules.yaml", dump(alert_rules(plan, catalog), header=GENERATED_MARK))
+    rendering.add(
+        "monitoring/grafana/provisioning/datasources/graphite.yaml", dump(datasource(), header=GENERATED_MARK)
+    )
+    rendering.add(
+        "monitoring/grafana/provisioning/dashboards/homelab.yaml", dump(dashboard_provider(), header=GENERATED_MARK)
+    )
+    rendering.add(
+        "monitoring/grafana/provisioning/alerting/rules.yaml", dump(alert_rules(plan, catalog), header=GENERATED_MARK)
+    )
     contact = contact_points(plan)
     if contact:
-        rendering.add("monitoring/grafana/provisioning/alerting/contact-points.yaml", dump(contact, header=GENERATED_MARK))
+        rendering.add(
+            "monitoring/grafana/provisioning/alerting/contact-points.yaml", dump(contact, header=GENERATED_MARK)
+        )
     for name, board in dashboards(catalog).items():
         rendering.add(f"monitoring/grafana/dashboards/{name}.json", json.dumps(board, indent=2, sort_keys=True) + "\n")
 
@@ -155,7 +163,7 @@ def storage_schemas(catalog: Catalog) -> str:
     lines = [
         f"# {GENERATED_MARK}",
         f"# collectd sends every {catalog.interval}s: the finest precision equals that Interval.",
-        f"# Applies when a whisper file is created; change existing files with whisper-resize.",
+        "# Applies when a whisper file is created; change existing files with whisper-resize.",
     ]
     for name, pattern, retentions in catalog.storage_schemas():
         lines += ["", f"[{name}]", f"pattern = {pattern}", f"retentions = {retentions}"]
@@ -173,31 +181,35 @@ def storage_aggregation(catalog: Catalog) -> str:
 def datasource() -> dict[str, Any]:
     return {
         "apiVersion": 1,
-        "datasources": [{
-            "name": "Graphite",
-            "type": "graphite",
-            "uid": DATASOURCE_UID,
-            "access": "proxy",
-            "url": GRAPHITE_URL,
-            "isDefault": True,
-            "editable": False,
-            "jsonData": {"graphiteVersion": "1.1"},
-        }],
+        "datasources": [
+            {
+                "name": "Graphite",
+                "type": "graphite",
+                "uid": DATASOURCE_UID,
+                "access": "proxy",
+                "url": GRAPHITE_URL,
+                "isDefault": True,
+                "editable": False,
+                "jsonData": {"graphiteVersion": "1.1"},
+            }
+        ],
     }
 
 
 def dashboard_provider() -> dict[str, Any]:
     return {
         "apiVersion": 1,
-        "providers": [{
-            "name": "homelab",
-            "type": "file",
-            "folder": FOLDER,
-            "disableDeletion": True,
-            "allowUiUpdates": False,
-            "updateIntervalSeconds": 60,
-            "options": {"path": "/var/lib/grafana/dashboards"},
-        }],
+        "providers": [
+            {
+                "name": "homelab",
+                "type": "file",
+                "folder": FOLDER,
+                "disableDeletion": True,
+                "allowUiUpdates": False,
+                "updateIntervalSeconds": 60,
+                "options": {"path": "/var/lib/grafana/dashboards"},
+            }
+        ],
     }
 
 
@@ -222,31 +234,91 @@ def alert_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
     cpu_temps = [s for s in catalog.select(plugin="ipmi", type="temperature") if "processor" in s.type_instance]
     cpu_temps += [s for s in catalog.select(plugin="sensors", type="temperature")]
     if cpu_temps:
-        specs.append(AlertSpec("cpu-temperature", "CPU over temperature", max_series(cpu_temps), "max", "gt",
-                               cpu_limit, "2m", f"CPU temperature above {cpu_limit:g} °C"))
+        specs.append(
+            AlertSpec(
+                "cpu-temperature",
+                "CPU over temperature",
+                max_series(cpu_temps),
+                "max",
+                "gt",
+                cpu_limit,
+                "2m",
+                f"CPU temperature above {cpu_limit:g} °C",
+            )
+        )
     disk_temps = catalog.select(plugin="smart", type="smart_temperature")
     if disk_temps:
-        specs.append(AlertSpec("disk-temperature", "Disk over temperature", max_series(disk_temps), "max", "gt",
-                               disk_limit, "5m", f"a disk is above {disk_limit:g} °C"))
+        specs.append(
+            AlertSpec(
+                "disk-temperature",
+                "Disk over temperature",
+                max_series(disk_temps),
+                "max",
+                "gt",
+                disk_limit,
+                "5m",
+                f"a disk is above {disk_limit:g} °C",
+            )
+        )
     for sensor in plan.profile.bmc.sensors:
         if sensor.type == "fanspeed" and sensor.min is not None and plan.config.monitoring.ipmi.mode != "off":
             series = catalog.one(plugin="ipmi", type="fanspeed", type_instance=sensor.collectd_name)
-            specs.append(AlertSpec(f"fan-{_slug(sensor.name)}", f"Fan {sensor.name} stopped", series.path, "min", "lt",
-                                   sensor.min, "1m", f"{sensor.name} below {sensor.min:g} RPM"))
+            specs.append(
+                AlertSpec(
+                    f"fan-{_slug(sensor.name)}",
+                    f"Fan {sensor.name} stopped",
+                    series.path,
+                    "min",
+                    "lt",
+                    sensor.min,
+                    "1m",
+                    f"{sensor.name} below {sensor.min:g} RPM",
+                )
+            )
     smart = [s for s in catalog.select(plugin="smart", type="smart_attribute")]
     if smart:
         ids = "/".join(str(i) for i in SMART_FAILURE_ATTRIBUTES)
-        specs.append(AlertSpec("smart-failure", f"SMART {ids} above 0", max_series(smart), "max", "gt", 0, "0s",
-                               "a disk reports reallocated, pending or uncorrectable sectors or command timeouts"))
+        specs.append(
+            AlertSpec(
+                "smart-failure",
+                f"SMART {ids} above 0",
+                max_series(smart),
+                "max",
+                "gt",
+                0,
+                "0s",
+                "a disk reports reallocated, pending or uncorrectable sectors or command timeouts",
+            )
+        )
     pool = pool_used_percent_target(catalog)
     if pool:
         limit = thresholds.pool_used_percent
-        specs.append(AlertSpec("pool-full", f"Pool over {limit:g} %", pool, "last", "gt", limit, "15m",
-                               f"the datasets' pool is more than {limit:g} % full"))
+        specs.append(
+            AlertSpec(
+                "pool-full",
+                f"Pool over {limit:g} %",
+                pool,
+                "last",
+                "gt",
+                limit,
+                "15m",
+                f"the datasets' pool is more than {limit:g} % full",
+            )
+        )
     heartbeat = catalog.one(plugin="uptime", type="uptime")
-    specs.append(AlertSpec("no-data", "Metrics missing for 5 minutes", heartbeat.path, "last", "lt", 0, "5m",
-                           "collectd has sent nothing for 5 minutes (collectd, carbon or the host is down)",
-                           no_data="Alerting"))
+    specs.append(
+        AlertSpec(
+            "no-data",
+            "Metrics missing for 5 minutes",
+            heartbeat.path,
+            "last",
+            "lt",
+            0,
+            "5m",
+            "collectd has sent nothing for 5 minutes (collectd, carbon or the host is down)",
+            no_data="Alerting",
+        )
+    )
     return specs
 
 
@@ -273,39 +345,41 @@ def pool_used_percent_target(catalog: Catalog) -> str | None:
 def alert_rules(plan: Plan, catalog: Catalog) -> dict[str, Any]:
     rules = []
     for spec in alert_specs(plan, catalog):
-        rules.append({
-            "uid": spec.uid,
-            "title": spec.title,
-            "condition": "C",
-            "data": [
-                {
-                    "refId": "A",
-                    "relativeTimeRange": {"from": 600, "to": 0},
-                    "datasourceUid": DATASOURCE_UID,
-                    "model": {"refId": "A", "target": spec.target},
-                },
-                {
-                    "refId": "B",
-                    "datasourceUid": "__expr__",
-                    "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": spec.reducer},
-                },
-                {
-                    "refId": "C",
-                    "datasourceUid": "__expr__",
-                    "model": {
-                        "refId": "C",
-                        "type": "threshold",
-                        "expression": "B",
-                        "conditions": [{"evaluator": {"type": spec.op, "params": [spec.threshold]}}],
+        rules.append(
+            {
+                "uid": spec.uid,
+                "title": spec.title,
+                "condition": "C",
+                "data": [
+                    {
+                        "refId": "A",
+                        "relativeTimeRange": {"from": 600, "to": 0},
+                        "datasourceUid": DATASOURCE_UID,
+                        "model": {"refId": "A", "target": spec.target},
                     },
-                },
-            ],
-            "noDataState": spec.no_data,
-            "execErrState": "Error",
-            "for": spec.for_,
-            "annotations": {"summary": spec.summary},
-            "labels": {"homelab": "hardware"},
-        })
+                    {
+                        "refId": "B",
+                        "datasourceUid": "__expr__",
+                        "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": spec.reducer},
+                    },
+                    {
+                        "refId": "C",
+                        "datasourceUid": "__expr__",
+                        "model": {
+                            "refId": "C",
+                            "type": "threshold",
+                            "expression": "B",
+                            "conditions": [{"evaluator": {"type": spec.op, "params": [spec.threshold]}}],
+                        },
+                    },
+                ],
+                "noDataState": spec.no_data,
+                "execErrState": "Error",
+                "for": spec.for_,
+                "annotations": {"summary": spec.summary},
+                "labels": {"homelab": "hardware"},
+            }
+        )
     return {
         "apiVersion": 1,
         "groups": [{"orgId": 1, "name": "homelab", "folder": FOLDER, "interval": "1m", "rules": rules}],
@@ -318,11 +392,13 @@ def contact_points(plan: Plan) -> dict[str, Any] | None:
         return None
     return {
         "apiVersion": 1,
-        "contactPoints": [{
-            "orgId": 1,
-            "name": "homelab-email",
-            "receivers": [{"uid": "homelab-email", "type": "email", "settings": {"addresses": email}}],
-        }],
+        "contactPoints": [
+            {
+                "orgId": 1,
+                "name": "homelab-email",
+                "receivers": [{"uid": "homelab-email", "type": "email", "settings": {"addresses": email}}],
+            }
+        ],
         "policies": [{"orgId": 1, "receiver": "homelab-email", "group_by": ["alertname"]}],
     }
 
@@ -368,8 +444,14 @@ def dashboards(catalog: Catalog) -> dict[str, dict[str, Any]]:
         return builder
 
     def board(uid: str, title: str, panels: list[Any]) -> dict[str, Any]:
-        builder = (dashboard.Dashboard(title).uid(uid).tags(["homelab", catalog.host]).refresh("1m")
-                   .time("now-6h", "now").timezone("browser"))
+        builder = (
+            dashboard.Dashboard(title)
+            .uid(uid)
+            .tags(["homelab", catalog.host])
+            .refresh("1m")
+            .time("now-6h", "now")
+            .timezone("browser")
+        )
         for p in panels:
             builder = builder.with_panel(p)
         built: dict[str, Any] = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
@@ -383,8 +465,16 @@ def dashboards(catalog: Catalog) -> dict[str, dict[str, Any]]:
         return [panel(title, series[0].unit, [_alias(s) for s in series], kind, width)]
 
     c = catalog
-    ds_label = {"read": "read", "write": "write", "rx": "in", "tx": "out", "io_time": "busy", "shortterm": "1 min",
-                "midterm": "5 min", "longterm": "15 min"}
+    ds_label = {
+        "read": "read",
+        "write": "write",
+        "rx": "in",
+        "tx": "out",
+        "io_time": "busy",
+        "shortterm": "1 min",
+        "midterm": "5 min",
+        "longterm": "15 min",
+    }
 
     def with_ds(series: list[Series]) -> list[str]:
         return [_alias(s, f"{s.label} {ds_label.get(s.ds or '', s.ds)}") for s in series]
@@ -395,14 +485,18 @@ def dashboards(catalog: Catalog) -> dict[str, dict[str, Any]]:
     health += series_panel("Memory", c.select(plugin="memory"))
     health += series_panel("Uptime", c.select(plugin="uptime"), kind="stat", width=6)
     health += series_panel("Last successful backup", c.select(plugin="backup"), kind="stat", width=6)
-    cpu_temp = [s for s in c.select(kind="temperature") if s.plugin in ("ipmi", "sensors") and
-                ("processor" in s.type_instance or s.plugin == "sensors")]
+    cpu_temp = [
+        s
+        for s in c.select(kind="temperature")
+        if s.plugin in ("ipmi", "sensors") and ("processor" in s.type_instance or s.plugin == "sensors")
+    ]
     health += series_panel("CPU temperature", cpu_temp)
 
     thermals: list[Any] = []
     thermals += series_panel("BMC temperatures", c.select(plugin="ipmi", type="temperature"))
-    thermals += series_panel("CPU sensors and thermal zones",
-                             c.select(plugin="sensors", kind="temperature") + c.select(plugin="thermal"))
+    thermals += series_panel(
+        "CPU sensors and thermal zones", c.select(plugin="sensors", kind="temperature") + c.select(plugin="thermal")
+    )
     thermals += series_panel("Disk temperatures", c.select(plugin="smart", type="smart_temperature"))
     thermals += series_panel("Fans", c.select(plugin="ipmi", type="fanspeed"))
     thermals += series_panel("Voltages", c.select(plugin="ipmi", type="voltage"))
@@ -412,8 +506,9 @@ def dashboards(catalog: Catalog) -> dict[str, dict[str, Any]]:
     pool = pool_used_percent_target(c)
     if pool:
         disks.append(panel("Pool used", "percent", [f"alias({pool},'pool used')"], kind="stat", width=6))
-    disks += series_panel("Dataset use", [s for s in c.select(plugin="df", type="df_complex")
-                                          if s.type_instance == "used"], width=18)
+    disks += series_panel(
+        "Dataset use", [s for s in c.select(plugin="df", type="df_complex") if s.type_instance == "used"], width=18
+    )
     disks += [panel("Disk throughput", "Bps", with_ds(c.select(plugin="disk", type="disk_octets")))]
     disks += [panel("Disk operations", "iops", with_ds(c.select(plugin="disk", type="disk_ops")))]
     smart_targets = []

@@ -63,9 +63,7 @@ class Container:
         health = state.get("Health") or None
         probes = (health or {}).get("Log") or []
         ports = []
-        for container_port, bindings in sorted(
-            ((data.get("HostConfig") or {}).get("PortBindings") or {}).items()
-        ):
+        for container_port, bindings in sorted(((data.get("HostConfig") or {}).get("PortBindings") or {}).items()):
             for binding in bindings or []:
                 host_ip = binding.get("HostIp") or "0.0.0.0"  # noqa: S104 - what docker means by ""
                 ports.append(f"{host_ip}:{binding.get('HostPort')}->{container_port}")
@@ -101,9 +99,7 @@ class Docker:
     def check(self) -> str:
         """Engine reachable and compose v2 present, else EnvironmentProblem in one line. Returns the
         engine version."""
-        proc = process.run(
-            [self.docker, "version", "--format", "{{.Server.Version}}"], check=False, timeout=30
-        )
+        proc = process.run([self.docker, "version", "--format", "{{.Server.Version}}"], check=False, timeout=30)
         if proc.returncode == 127:
             raise EnvironmentProblem("docker CLI not found: install Docker Engine (docker.io or docker-ce)")
         if proc.returncode != 0 or not proc.stdout.strip():
@@ -139,13 +135,9 @@ class Docker:
             argv += ["--project-directory", str(stack_dir), *self.compose_files(stack_dir, compose_file)]
         return process.run([*argv, *args], check=check, timeout=timeout)
 
-    def config_hashes(
-        self, project: str, stack_dir: Path, compose_file: Path | None = None
-    ) -> dict[str, str]:
+    def config_hashes(self, project: str, stack_dir: Path, compose_file: Path | None = None) -> dict[str, str]:
         """service -> the hash compose will stamp on its container (`config --hash`)."""
-        proc = self.compose(
-            project, stack_dir, "config", "--hash", "*", compose_file=compose_file, timeout=60
-        )
+        proc = self.compose(project, stack_dir, "config", "--hash", "*", compose_file=compose_file, timeout=60)
         hashes = {}
         for line in proc.stdout.splitlines():
             name, _, digest = line.strip().rpartition(" ")
@@ -197,9 +189,7 @@ class Docker:
         """Stop and remove the project's containers and networks; volumes and bind mounts are kept."""
         self.compose(project, stack_dir, "down", "--remove-orphans", timeout=timeout)
 
-    def logs_argv(
-        self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str
-    ) -> list[str]:
+    def logs_argv(self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str) -> list[str]:
         argv = [*self.compose_argv(), "-p", project]
         if stack_dir is not None and (stack_dir / "compose.yaml").is_file():
             argv += ["--project-directory", str(stack_dir), *self.compose_files(stack_dir)]
@@ -254,9 +244,7 @@ class Docker:
     def inspect_one(self, cid: str) -> list[Container]:
         proc = process.run([self.docker, "inspect", "--type", "container", cid], check=False, timeout=30)
         return (
-            [Container.from_inspect(item) for item in json.loads(proc.stdout or "[]")]
-            if proc.returncode == 0
-            else []
+            [Container.from_inspect(item) for item in json.loads(proc.stdout or "[]")] if proc.returncode == 0 else []
         )
 
     def image_ids(self, refs: Iterable[str]) -> dict[str, str]:
@@ -264,17 +252,13 @@ class Docker:
         refs = sorted(set(refs))
         if not refs:
             return {}
-        proc = process.run(
-            [self.docker, "image", "inspect", "--format", "{{.Id}}", *refs], check=False, timeout=60
-        )
+        proc = process.run([self.docker, "image", "inspect", "--format", "{{.Id}}", *refs], check=False, timeout=60)
         found = proc.stdout.split()
         if proc.returncode == 0 and len(found) == len(refs):
             return dict(zip(refs, found, strict=True))
         out = {}
         for ref in refs:  # some are missing locally: ask one by one
-            one = process.run(
-                [self.docker, "image", "inspect", "--format", "{{.Id}}", ref], check=False, timeout=30
-            )
+            one = process.run([self.docker, "image", "inspect", "--format", "{{.Id}}", ref], check=False, timeout=30)
             if one.returncode == 0 and one.stdout.strip():
                 out[ref] = one.stdout.strip()
         return out

@@ -83,7 +83,8 @@ def test_init_then_validate_names_the_missing_secrets(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         "homelab.yaml:32: ddns.password_file: secret file 'secrets/ddns-password' does not exist",
-        "homelab.yaml:71: backup.remotes.offsite.secret_options.account: secret file 'secrets/b2-account' does not exist",
+        "homelab.yaml:71: backup.remotes.offsite.secret_options.account: "
+        "secret file 'secrets/b2-account' does not exist",
         "homelab.yaml:72: backup.remotes.offsite.secret_options.key: secret file 'secrets/b2-key' does not exist",
     ]
 

@@ -101,9 +101,7 @@ class LocalCA:
             .not_valid_before(now - dt.timedelta(hours=1))
             .not_valid_after(now + dt.timedelta(days=90))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-            )
+            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
             .sign(self._ca_key, hashes.SHA256())
         )
         self.ca_file = self.folder / "ca.pem"
@@ -123,9 +121,7 @@ class LocalCA:
             .not_valid_after(now + dt.timedelta(days=90))
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
-            )
+            .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(self._ca_key, hashes.SHA256())
         )
@@ -133,8 +129,7 @@ class LocalCA:
         folder.mkdir(exist_ok=True)
         fullchain, privkey = folder / "fullchain.pem", folder / "privkey.pem"
         fullchain.write_bytes(
-            cert.public_bytes(serialization.Encoding.PEM)
-            + self._ca_cert.public_bytes(serialization.Encoding.PEM)
+            cert.public_bytes(serialization.Encoding.PEM) + self._ca_cert.public_bytes(serialization.Encoding.PEM)
         )
         privkey.write_bytes(
             key.private_bytes(
@@ -289,11 +284,7 @@ def wait_until(
             last = exc
         time.sleep(0.1)
     detail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
-    state = (
-        f"exited with {process.returncode}"
-        if process is not None and process.poll() is not None
-        else "running"
-    )
+    state = f"exited with {process.returncode}" if process is not None and process.poll() is not None else "running"
     raise AssertionError(f"timed out waiting for {what} (process {state}; last error {last!r})\n{detail}")
 
 
@@ -301,9 +292,7 @@ def wait_until(
 def running(argv: list[str], log: Path, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A real process in its own process group, output to `log`, killed (group-wide) on exit."""
     with log.open("wb") as out:
-        process = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
-        )
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
     try:
         yield process
     finally:
@@ -360,9 +349,7 @@ def labels_to_dynamic(
             if spelled != ["loadBalancer", "server", "port"]:
                 raise AssertionError(f"label {key!r} is not understood by the contract-test converter")
             int(value)  # a port in the container; replaced by the stand-in below
-            server = (
-                {"url": backend_urls[name]} if protocol == "http" else {"address": (tcp_backends or {})[name]}
-            )
+            server = {"url": backend_urls[name]} if protocol == "http" else {"address": (tcp_backends or {})[name]}
             section["services"][name] = {"loadBalancer": {"servers": [server]}}
             continue
         node = section["routers"].setdefault(name, {})
@@ -459,9 +446,7 @@ def traefik_edge(
     for route in plan.routes:
         fullchain, privkey = pki.leaf(route.host)
         certificates.append({"certFile": str(fullchain), "keyFile": str(privkey)})
-    (folder / "dynamic" / "certificates.yml").write_text(
-        yaml.safe_dump({"tls": {"certificates": certificates}})
-    )
+    (folder / "dynamic" / "certificates.yml").write_text(yaml.safe_dump({"tls": {"certificates": certificates}}))
     with (
         backends([r.app for r in plan.routes]) as backend_ports,
         tcp_echo_servers([r.name for r in plan.tcp_routes]) as tcp_ports,

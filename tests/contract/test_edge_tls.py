@@ -44,9 +44,7 @@ def scan(ports: dict[str, int], controls: dict[str, int]) -> dict[str, Any]:
         [
             ServerScanRequest(
                 server_location=ServerNetworkLocation(SNI, port, ip_address="127.0.0.1"),
-                scan_commands=control_commands
-                if name in controls
-                else SCAN_COMMANDS_NEEDED_BY_MOZILLA_CHECKER,
+                scan_commands=control_commands if name in controls else SCAN_COMMANDS_NEEDED_BY_MOZILLA_CHECKER,
             )
             for name, port in {**ports, **controls}.items()
         ]
@@ -98,9 +96,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
             ),
         }
         control = edges.pop("traefik-stock")
-        yield scan(
-            {name: edge.https_port for name, edge in edges.items()}, {"traefik-stock": control.https_port}
-        )
+        yield scan({name: edge.https_port for name, edge in edges.items()}, {"traefik-stock": control.https_port})
 
 
 @pytest.mark.parametrize("edge", ["traefik", "nginx"])

@@ -77,11 +77,7 @@ def remove_homelab_resources() -> None:
         '{{.ID}} {{.Label "com.docker.compose.project"}}',
         check=False,
     ).stdout
-    ids = [
-        line.split()[0]
-        for line in out.splitlines()
-        if line.split()[1:2] and line.split()[1].startswith("homelab-")
-    ]
+    ids = [line.split()[0] for line in out.splitlines() if line.split()[1:2] and line.split()[1].startswith("homelab-")]
     stray = standins.docker("ps", "-aq", "--filter", f"label={standins.LABEL}", check=False).stdout.split()
     if ids or stray:
         standins.docker("rm", "-f", *ids, *stray, check=False)
@@ -123,9 +119,7 @@ class Pebble:
 
 
 def _docker_gateway() -> str:
-    out = standins.docker(
-        "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}"
-    ).stdout
+    out = standins.docker("network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}").stdout
     return out.strip() or "172.17.0.1"
 
 
@@ -214,9 +208,7 @@ def start_pebble(work: Path) -> tuple[Pebble, Path, list[subprocess.Popen]]:
     root = ""
     for _ in range(150):
         try:
-            with urllib.request.urlopen(
-                f"https://127.0.0.1:{mgmt}/roots/0", context=context, timeout=2
-            ) as resp:
+            with urllib.request.urlopen(f"https://127.0.0.1:{mgmt}/roots/0", context=context, timeout=2) as resp:
                 root = resp.read().decode()
                 break
         except OSError:
@@ -293,9 +285,7 @@ class Deployment:
                 "lan_cidrs": ["127.0.0.0/8", "172.16.0.0/12"],
             },
             "storage": {"pool": "tank", "root": "tank/homelab", "mountpoint": str(base / "tank")},
-            "apps": {
-                name: {"enabled": False} for name in ("plex", "nextcloud", "gitea", "jenkins", "rstudio")
-            },
+            "apps": {name: {"enabled": False} for name in ("plex", "nextcloud", "gitea", "jenkins", "rstudio")},
             "monitoring": {"enabled": False},
             "images": {**images, **(extra_images or {})},
         }
@@ -343,9 +333,7 @@ class Deployment:
             cwd=self.base,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(
-                f"homelab {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-            )
+            raise AssertionError(f"homelab {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
     def up(self, *args: str, **kwargs) -> subprocess.CompletedProcess[str]:

@@ -34,13 +34,9 @@ LABEL = "homelab-test=1"
 def docker(
     *args: str, check: bool = True, timeout: float = 300, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        ["docker", *args], capture_output=True, text=True, timeout=timeout, input=input, check=False
-    )
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, input=input, check=False)
     if check and proc.returncode != 0:
-        raise RuntimeError(
-            f"docker {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
+        raise RuntimeError(f"docker {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
@@ -65,9 +61,7 @@ class Rootfs:
         info.type, info.mode = tarfile.DIRTYPE, mode
         self.tar.addfile(info)
 
-    def file(
-        self, name: str, source: str | Path | None = None, data: bytes | None = None, mode: int = 0o755
-    ) -> None:
+    def file(self, name: str, source: str | Path | None = None, data: bytes | None = None, mode: int = 0o755) -> None:
         self._parents(name)
         content = data if data is not None else Path(os.path.realpath(source)).read_bytes()  # type: ignore[arg-type]
         info = tarfile.TarInfo(name)
@@ -83,9 +77,7 @@ class Rootfs:
     def busybox(self) -> None:
         busybox = shutil.which("busybox") or "/bin/busybox"
         self.file("bin/busybox", busybox)
-        applets = subprocess.run(
-            [busybox, "--list"], capture_output=True, text=True, check=True
-        ).stdout.split()
+        applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split()
         for applet in applets:
             if applet != "busybox":
                 self.link(f"bin/{applet}", "busybox")
@@ -161,9 +153,7 @@ def build_all(workdir: Path, traefik_binary: str, pebble_cert: Path) -> dict[str
 
 def remove_all() -> None:
     """Remove every homelab-test/* image."""
-    out = docker(
-        "images", "--filter", f"label={LABEL}", "--format", "{{.Repository}}:{{.Tag}}", check=False
-    ).stdout
+    out = docker("images", "--filter", f"label={LABEL}", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout
     tags = [t for t in out.split() if t.startswith(f"{PREFIX}/")]
     if tags:
         docker("rmi", "-f", *tags, check=False)

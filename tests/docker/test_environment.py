@@ -45,9 +45,7 @@ def _one_line_exit_2(proc: subprocess.CompletedProcess[str], needle: str) -> Non
 
 
 def test_engine_unreachable(tmp_path: Path) -> None:
-    _one_line_exit_2(
-        _up(tmp_path, DOCKER_HOST="unix:///nonexistent/docker.sock"), "Docker Engine not reachable"
-    )
+    _one_line_exit_2(_up(tmp_path, DOCKER_HOST="unix:///nonexistent/docker.sock"), "Docker Engine not reachable")
 
 
 def test_compose_too_old(tmp_path: Path) -> None:

@@ -32,9 +32,7 @@ def test_unhealthy_service_fails_up_and_blocks_dependents(sick_lab) -> None:  # 
     assert result.returncode == 1, result.stdout + result.stderr
     assert seconds < 60 + 30
     err = result.stderr
-    assert (
-        "stack cloud: service db is unhealthy; last health check: pg_isready: db stand-in is sick" in err
-    ), err
+    assert "stack cloud: service db is unhealthy; last health check: pg_isready: db stand-in is sick" in err, err
     assert "not started (waiting on it): cron, nextcloud" in err, err
     assert "stacks not applied: dev" in err, err
     containers = sick_lab.containers()

@@ -56,9 +56,7 @@ def test_every_app_answers_over_https_with_a_pebble_certificate(lab) -> None:  #
     assert (lab.base / "tank" / "edge" / "acme" / "acme.json").stat().st_mode & 0o777 == 0o600
     for app, host in lab.hosts().items():
         # the client verifies the chain against Pebble's root (/roots/0): a Traefik default cert fails
-        _, body, cert = wait_for(
-            lambda host=host: _serving(lab, host), 60, f"a Pebble certificate for {host}"
-        )
+        _, body, cert = wait_for(lambda host=host: _serving(lab, host), 60, f"a Pebble certificate for {host}")
         assert body.strip() == SERVICE_OF[app], f"{host} routed to the wrong service: {body!r}"
         names = [value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"]
         assert host in names
@@ -128,9 +126,7 @@ def test_safety(lab) -> None:  # type: ignore[no-untyped-def]
 
     containers = lab.containers()
     socket_users = sorted(
-        name
-        for name, c in containers.items()
-        if any(m.get("Source") == "/var/run/docker.sock" for m in c["Mounts"])
+        name for name, c in containers.items() if any(m.get("Source") == "/var/run/docker.sock" for m in c["Mounts"])
     )
     assert socket_users == ["socket-proxy"]
 

@@ -247,13 +247,8 @@ class Bmc:
         for s in self.sensors:
             self.value_file(s).write_text(f"{s.raw(s.nominal())}\n")
             code = SENSOR_KINDS[s.sensor.type][1]
-            emu.append(
-                f'sensor_add 0x20 0 {s.number} 0x{code:02x} 0x01 poll 1000 file "{self.value_file(s)}"'
-            )
-            emu.append(
-                f"sensor_set_event_support 0x20 0 {s.number} enable scanning per-state"
-                f" {off} {off} {off} {off}"
-            )
+            emu.append(f'sensor_add 0x20 0 {s.number} 0x{code:02x} 0x01 poll 1000 file "{self.value_file(s)}"')
+            emu.append(f"sensor_set_event_support 0x20 0 {s.number} enable scanning per-state {off} {off} {off} {off}")
         emu.append("mc_enable 0x20")
         (workdir / "bmc.emu").write_text("\n".join(emu) + "\n")
         (workdir / "lan.conf").write_text(
@@ -340,9 +335,7 @@ class Bmc:
                 timeout=15,
                 check=False,
             )
-            return (
-                done.stdout if done.returncode == 0 and self.sensors[0].sensor.name in done.stdout else None
-            )
+            return done.stdout if done.returncode == 0 and self.sensors[0].sensor.name in done.stdout else None
 
         return str(wait_until(listing, timeout, "ipmi_sim did not answer over RMCP+", step=0.5))
 
@@ -423,9 +416,7 @@ while True:
 '''
 
 
-def stand_in_spec(
-    series: list[Series], interval: int, types: dict[str, list[tuple[str, str]]]
-) -> dict[str, Any]:
+def stand_in_spec(series: list[Series], interval: int, types: dict[str, list[tuple[str, str]]]) -> dict[str, Any]:
     """One PUTVAL per collectd identifier (all data sources of its type at once)."""
     by_identifier: dict[str, list[Series]] = {}
     for s in series:
@@ -484,9 +475,7 @@ def stand_ins(catalog: Catalog, plugins: list[str], directory: Path) -> dict[str
         wrapper = directory / f"standin-{plugin}"
         wrapper.write_text(f'#!/bin/sh\nexec /usr/bin/python3 -u "{program}" "{spec}"\n')
         wrapper.chmod(0o755)
-        result[plugin] = StandIn(
-            str(wrapper), f"{plugin}: {STAND_IN_REASONS.get(plugin, 'not on this machine')}"
-        )
+        result[plugin] = StandIn(str(wrapper), f"{plugin}: {STAND_IN_REASONS.get(plugin, 'not on this machine')}")
     return result
 
 
@@ -655,9 +644,7 @@ class GraphiteWeb:
 
     def render(self, target: str, from_: str = "-5min", until: str = "now") -> list[dict[str, Any]]:
         return list(
-            json.loads(
-                self.get("/render", {"target": target, "from": from_, "until": until, "format": "json"})
-            )
+            json.loads(self.get("/render", {"target": target, "from": from_, "until": until, "format": "json"}))
         )
 
     def render_many(self, targets: list[str], from_: str) -> dict[str, list[tuple[int, float]]]:

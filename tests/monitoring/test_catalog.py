@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from homelab.metrics import Retention, escape, retentions, whisper_size
@@ -66,7 +67,7 @@ def test_retentions_five_years_finest_is_interval() -> None:
     for interval in (1, 7, 10, 15, 45, 60, 90, 300):
         archives = retentions(interval)
         assert archives[0].precision == interval
-        for finer, coarser in zip(archives, archives[1:], strict=False):
+        for finer, coarser in itertools.pairwise(archives):
             assert coarser.precision % finer.precision == 0
             assert coarser.seconds > finer.seconds
         assert archives[-1].seconds >= 5 * 365 * 86400 - archives[-1].precision

@@ -236,9 +236,7 @@ def test_every_dashboard_and_alert_query_has_fresh_data(pipeline: Pipeline) -> N
         )
     except TimeoutError:
         pytest.fail("queries without fresh data:\n" + "\n".join(f"  {t}\n    {w}" for t, w in stale.items()))
-    print(
-        f"{len(targets)} queries fresh, {time.time() - pipeline.collectd.started:.0f}s after collectd started"
-    )
+    print(f"{len(targets)} queries fresh, {time.time() - pipeline.collectd.started:.0f}s after collectd started")
     # and nothing of the catalog was dropped: every series has its whisper file
     absent = [s.path for s in pipeline.catalog.series if not pipeline.carbon.file_for(s.path).is_file()]
     assert absent == []

@@ -49,8 +49,9 @@ def collectd_check(collectd: str, conf: Path) -> tuple[list[str], set[str]]:
     log_path = conf.with_suffix(".log")
     with log_path.open("w") as log_file:
         # its own process group: exec children collectd forks can outlive `-T`; they are killed below
-        run = subprocess.Popen([collectd, "-T", "-C", str(conf)], stdout=log_file, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+        run = subprocess.Popen(
+            [collectd, "-T", "-C", str(conf)], stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             run.wait(timeout=60)
         finally:
@@ -73,8 +74,10 @@ def localize(conf: str, tmp_path: Path, include: Path | None = None) -> str:
 def test_checker_sees_config_errors(require_program, tmp_path: Path) -> None:
     collectd = require_program("collectd")
     bad = tmp_path / "bad.conf"
-    bad.write_text('LoadPlugin logfile\n<Plugin logfile>\n File STDOUT\n</Plugin>\n'
-                   'LoadPlugin cpu\n<Plugin cpu>\n ReportByCpuu false\n</Plugin>\n')
+    bad.write_text(
+        "LoadPlugin logfile\n<Plugin logfile>\n File STDOUT\n</Plugin>\n"
+        "LoadPlugin cpu\n<Plugin cpu>\n ReportByCpuu false\n</Plugin>\n"
+    )
     errors, _ = collectd_check(collectd, bad)
     assert errors
 
@@ -88,7 +91,8 @@ def test_collectd_parses_rendered_config(require_program, example_config: Path, 
         ipmi = Ipmi(mode="lan", address="127.0.0.1", username="monitor", password_file="secrets/bmc")
         secrets["secrets/bmc"] = "s3cret"
         config = loaded.config.model_copy(
-            update={"monitoring": loaded.config.monitoring.model_copy(update={"ipmi": ipmi})})
+            update={"monitoring": loaded.config.monitoring.model_copy(update={"ipmi": ipmi})}
+        )
         loaded = replace(loaded, config=config)
     plan = build_plan(loaded)
     rendering = render_all(plan, secrets)
@@ -114,7 +118,9 @@ def test_ipmi_include_with_quotes_parses(require_program, tmp_path: Path) -> Non
     include = tmp_path / "ipmi.conf"
     include.write_text(ipmi_conf("127.0.0.1", "monitor", 'we"ird\\pass'))
     conf = tmp_path / "collectd.conf"
-    conf.write_text(f'LoadPlugin logfile\n<Plugin logfile>\n File STDOUT\n</Plugin>\nLoadPlugin ipmi\nInclude "{include}"\n')
+    conf.write_text(
+        f'LoadPlugin logfile\n<Plugin logfile>\n File STDOUT\n</Plugin>\nLoadPlugin ipmi\nInclude "{include}"\n'
+    )
     errors, _ = collectd_check(collectd, conf)
     assert errors == []
 
@@ -131,16 +137,27 @@ def test_carbon_stores_a_line_with_catalog_schema(require_program, example_confi
     (storage / "log").mkdir(parents=True)
     line_port, pickle_port, query_port = free_port(), free_port(), free_port()
     text = carbon_conf(catalog, storage_dir=str(storage), line_port=line_port)
-    text = (text.replace("0.0.0.0", "127.0.0.1").replace("PICKLE_RECEIVER_PORT = 2004", f"PICKLE_RECEIVER_PORT = {pickle_port}")
-            .replace("CACHE_QUERY_PORT = 7002", f"CACHE_QUERY_PORT = {query_port}"))
+    text = (
+        text.replace("0.0.0.0", "127.0.0.1")  # noqa: S104 - moving it off all interfaces
+        .replace("PICKLE_RECEIVER_PORT = 2004", f"PICKLE_RECEIVER_PORT = {pickle_port}")
+        .replace("CACHE_QUERY_PORT = 7002", f"CACHE_QUERY_PORT = {query_port}")
+    )
     assert "MAX_CREATES_PER_MINUTE = 1000" in text
     (conf_dir / "carbon.conf").write_text(text)
     for name in ("storage-schemas.conf", "storage-aggregation.conf"):
         (conf_dir / name).write_bytes(rendering.files[f"monitoring/graphite/{name}"])
     process = subprocess.Popen(
-        [carbon, f"--config={conf_dir / 'carbon.conf'}", f"--pidfile={tmp_path / 'carbon.pid'}",
-         f"--logdir={storage / 'log'}", "--nodaemon", "start"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            carbon,
+            f"--config={conf_dir / 'carbon.conf'}",
+            f"--pidfile={tmp_path / 'carbon.pid'}",
+            f"--logdir={storage / 'log'}",
+            "--nodaemon",
+            "start",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 20
@@ -164,7 +181,8 @@ def test_carbon_stores_a_line_with_catalog_schema(require_program, example_confi
             time.sleep(0.2)
         info = whisper.info(str(files[temp]))
         assert [(a["secondsPerPoint"], a["points"]) for a in info["archives"]] == [
-            (r.precision, r.points) for r in catalog.retentions]
+            (r.precision, r.points) for r in catalog.retentions
+        ]
         assert info["aggregationMethod"] == "max"
         assert whisper.info(str(files[fan]))["aggregationMethod"] == "min"
         assert files[temp].stat().st_size == catalog.whisper_bytes_per_series()

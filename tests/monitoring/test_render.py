@@ -20,7 +20,12 @@ SERIES = re.compile(r"collectd\.[A-Za-z0-9_.\-]+")
 
 def test_every_dashboard_target_names_only_catalog_series(example_catalog) -> None:
     boards = dashboards(example_catalog)
-    assert [b["title"] for b in boards.values()] == ["Server health", "Thermals & fans", "Disks & ZFS", "Network & edge"]
+    assert [b["title"] for b in boards.values()] == [
+        "Server health",
+        "Thermals & fans",
+        "Disks & ZFS",
+        "Network & edge",
+    ]
     catalog = set(example_catalog.paths())
     targets = dashboard_targets(boards)
     assert len(targets) > 40
@@ -38,8 +43,22 @@ def test_every_dashboard_target_names_only_catalog_series(example_catalog) -> No
             assert panel["datasource"] == {"type": "graphite", "uid": "graphite"}
             assert panel["fieldConfig"]["defaults"]["unit"]
     # every kind of hardware is on some dashboard
-    for plugin in ("ipmi", "sensors", "thermal", "smart", "disk", "df", "zfs_arc", "cpu", "memory", "load",
-                   "interface", "tcpconns", "uptime", "backup"):
+    for plugin in (
+        "ipmi",
+        "sensors",
+        "thermal",
+        "smart",
+        "disk",
+        "df",
+        "zfs_arc",
+        "cpu",
+        "memory",
+        "load",
+        "interface",
+        "tcpconns",
+        "uptime",
+        "backup",
+    ):
         assert any(f".{plugin}" in name for name in used), plugin
 
 
@@ -85,14 +104,15 @@ def test_ipmi_lan_puts_the_password_only_in_the_secret_file(example_config: Path
     password_file = "secrets/bmc-password"
     (example_config.parent / password_file).write_text('pa"ss\\word\n')
     ipmi = Ipmi(mode="lan", address="10.0.0.5", username="monitor", password_file=password_file)
-    config = loaded.config.model_copy(update={
-        "monitoring": loaded.config.monitoring.model_copy(update={"ipmi": ipmi})})
+    config = loaded.config.model_copy(update={"monitoring": loaded.config.monitoring.model_copy(update={"ipmi": ipmi})})
     plan = build_plan(replace(loaded, config=config))
-    rendering = render_all(plan, {"secrets/ddns-password": "x", "secrets/b2-account": "x", "secrets/b2-key": "x",
-                                  password_file: 'pa"ss\\word'})
+    rendering = render_all(
+        plan,
+        {"secrets/ddns-password": "x", "secrets/b2-account": "x", "secrets/b2-key": "x", password_file: 'pa"ss\\word'},
+    )
     conf = rendering.files["monitoring/collectd/collectd.conf"].decode()
     assert 'Include "/etc/collectd/ipmi.conf"' in conf and 'pa"ss' not in conf and "Password" not in conf
     secret = rendering.secret_files["monitoring_collectd_ipmi_conf"].decode()
     assert 'Password "pa\\"ss\\\\word"' in secret and 'Address "10.0.0.5"' in secret
     assert 'AuthType "rmcp+"' in secret
-    assert all("pa\"ss" not in v.decode() for v in rendering.files.values())
+    assert all('pa"ss' not in v.decode() for v in rendering.files.values())

@@ -79,9 +79,9 @@ def test_plan_then_apply_creates_datasets_owned_and_fit(make_pool, tmp_path: Pat
     assert zfs_get(gitea.name, "compression") == "on"
     assert zfs_get(f"{pool}/homelab", "mountpoint") == str(mount)
     for d in plan.datasets:
-        info = os.stat(d.path)
+        info = Path(d.path).stat()
         assert (info.st_uid, info.st_gid) == (d.uid, d.gid), d.key
-    assert (os.stat(by_key["nextcloud/data"].path).st_uid, os.stat(db.path).st_uid) == (33, 70)
+    assert (Path(by_key["nextcloud/data"].path).stat().st_uid, Path(db.path).stat().st_uid) == (33, 70)
     acme = Path(by_key["edge/acme"].path) / "acme.json"
     info = acme.lstat()
     assert stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600 and info.st_size == 0
@@ -95,8 +95,14 @@ def test_plan_then_apply_creates_datasets_owned_and_fit(make_pool, tmp_path: Pat
 def test_apply_adjusts_properties_never_destroys_or_shrinks(make_pool, tmp_path: Path) -> None:
     pool = make_pool()
     mount = tmp_path / "srv"
-    extra = {"storage": {"pool": pool, "root": f"{pool}/homelab", "mountpoint": str(mount),
-                         "datasets": {"gitea/config": {"properties": {"quota": "1M"}}}}}
+    extra = {
+        "storage": {
+            "pool": pool,
+            "root": f"{pool}/homelab",
+            "mountpoint": str(mount),
+            "datasets": {"gitea/config": {"properties": {"quota": "1M"}}},
+        }
+    }
     config = write_config(tmp_path / "cfg", pool=pool, mountpoint=mount, apps={"gitea"}, extra=extra)
     plan = build_plan(load(config))
     by_key = {d.key: d for d in plan.datasets}

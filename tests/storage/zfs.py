@@ -68,8 +68,11 @@ def make_pool(zfs_daemon: None, tmp_path: Path) -> Iterator[Callable[..., str]]:
         vdev = tmp_path / f"{name}.img"
         subprocess.run(["truncate", "-s", size, str(vdev)], check=True)
         mount = mountpoint or tmp_path / f"{name}-mnt"
-        subprocess.run(["zpool", "create", "-f", "-o", "cachefile=none", "-m", str(mount), name, str(vdev)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["zpool", "create", "-f", "-o", "cachefile=none", "-m", str(mount), name, str(vdev)],
+            check=True,
+            capture_output=True,
+        )
         made.append(name)
         return name
 
@@ -107,9 +110,12 @@ def write_config(
             data["apps"][app]["enabled"] = app in apps
         data["monitoring"]["enabled"] = "monitoring" in apps
     if remote_dir is not None:
-        data["backup"] = {"remotes": {"offsite": {"type": "local", "path": str(remote_dir)}},
-                          "schedule": "*-*-* 03:00:00", "retention": {"hourly": 24, "daily": 30, "monthly": 12},
-                          **(backup or {})}
+        data["backup"] = {
+            "remotes": {"offsite": {"type": "local", "path": str(remote_dir)}},
+            "schedule": "*-*-* 03:00:00",
+            "retention": {"hourly": 24, "daily": 30, "monthly": 12},
+            **(backup or {}),
+        }
     else:
         data.pop("backup", None)
     for key, value in (extra or {}).items():
@@ -122,5 +128,6 @@ def write_config(
 
 
 def zfs_get(name: str, prop: str) -> str:
-    return subprocess.run(["zfs", "get", "-H", "-p", "-o", "value", prop, name], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["zfs", "get", "-H", "-p", "-o", "value", prop, name], capture_output=True, text=True, check=True
+    ).stdout.strip()

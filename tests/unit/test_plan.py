@@ -91,7 +91,9 @@ def test_gitea_ssh_goes_through_a_traefik_tcp_entry_point(example_config: Path) 
 
 
 def test_with_nginx_gitea_publishes_its_own_ssh_port(example_config: Path) -> None:
-    text = example_config.read_text().replace("kind: traefik", "kind: nginx").replace("challenge: tls", "challenge: http")
+    text = (
+        example_config.read_text().replace("kind: traefik", "kind: nginx").replace("challenge: tls", "challenge: http")
+    )
     example_config.write_text(text)
     plan = build_plan(load(example_config))
     assert plan.stacks["dev"].services["gitea"].ports == ["2222:2222"]
