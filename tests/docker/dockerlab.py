@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -24,23 +22,7 @@ import pytest
 import standins
 import yaml
 
-VENV_BIN = Path(sys.executable).parent
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def missing(what: str) -> None:
-    """Skip on a laptop, fail in CI (as tests/conftest.py does)."""
-    if IN_CI:
-        pytest.fail(f"{what} is required in CI but missing (run scripts/install-test-deps)", pytrace=False)
-    pytest.skip(f"{what} not available")
-
-
-def find_program(name: str) -> str | None:
-    for candidate in (VENV_BIN / name, Path("/usr/sbin") / name, Path("/sbin") / name):
-        if candidate.exists():
-            return str(candidate)
-    return shutil.which(name)
-
+from tests.conftest import VENV_BIN, find_program, missing
 
 HOMELAB = str(VENV_BIN / "homelab")
 DOMAIN = "example.com"
