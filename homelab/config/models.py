@@ -29,6 +29,14 @@ def _hostname(value: str) -> str:
     return value
 
 
+def _host_port(value: str) -> str:
+    host, _, port = value.partition(":")
+    _hostname(host)
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"{value!r}: the port after ':' must be a number from 1 to 65535")
+    return value
+
+
 def _domain(value: str) -> str:
     if len(value) > 253 or not _DOMAIN_RE.match(value):
         raise ValueError(f"{value!r} is not a valid domain name (e.g. example.com)")
@@ -79,6 +87,7 @@ def _oncalendar(value: str) -> str:
 
 
 Hostname = Annotated[str, AfterValidator(_hostname)]
+HostPort = Annotated[str, AfterValidator(_host_port)]
 DomainName = Annotated[str, AfterValidator(_domain)]
 Subdomain = Annotated[str, AfterValidator(_subdomain)]
 DatasetName = Annotated[str, AfterValidator(_dataset)]
@@ -159,7 +168,7 @@ DdnsProvider = Literal["dyndns2", "cloudflare", "namecheap", "duckdns"]
 class Ddns(Model):
     enabled: bool = Field(True, description="Run ddclient to keep DNS pointed at the home IP.")
     provider: DdnsProvider = Field("dyndns2", description="dyndns2, cloudflare, namecheap or duckdns.")
-    server: Hostname | None = Field(None, description="Update server (dyndns2; defaults per provider).")
+    server: HostPort | None = Field(None, description="Update server, host[:port] (dyndns2; defaults per provider).")
     login: str | None = Field(None, description="Account login (dyndns2), zone owner (namecheap: the domain).")
     password_file: SecretFile | None = Field(None, description="Secret file with the password or API token.")
     hostnames: list[Hostname] = Field(
