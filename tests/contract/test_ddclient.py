@@ -11,6 +11,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -26,9 +27,9 @@ PUBLIC_IP = "203.0.113.7"
 
 
 class _Dyndns2(http.server.BaseHTTPRequestHandler):
-    updates: list[dict[str, object]] = []
+    updates: ClassVar[list[dict[str, object]]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         url = urlparse(self.path)
         if url.path == "/ip":
             body = f"Current IP Address: {PUBLIC_IP}\n"
