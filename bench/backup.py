@@ -46,13 +46,22 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="homelab-bench-"))
     pool = f"hlbench{int(time.time()) % 100000}"
     subprocess.run(["truncate", "-s", "1G", str(work / "pool.img")], check=True)
-    subprocess.run(["zpool", "create", "-f", "-o", "cachefile=none", "-m", str(work / "pool-mnt"), pool,
-                    str(work / "pool.img")], check=True, capture_output=True)
+    subprocess.run(
+        ["zpool", "create", "-f", "-o", "cachefile=none", "-m", str(work / "pool-mnt"), pool, str(work / "pool.img")],
+        check=True,
+        capture_output=True,
+    )
     try:
         remote = work / "remote"
         remote.mkdir()
-        config = write_config(work / "cfg", pool=pool, mountpoint=work / "srv", apps={"rstudio"}, remote_dir=remote,
-                              backup={"datasets": [KEY]})
+        config = write_config(
+            work / "cfg",
+            pool=pool,
+            mountpoint=work / "srv",
+            apps={"rstudio"},
+            remote_dir=remote,
+            backup={"datasets": [KEY]},
+        )
         loaded = load(config)
         plan = build_plan(loaded)
         apply_storage(plan)
@@ -63,8 +72,11 @@ def main() -> None:
         # baseline: plain rclone sync of a snapshot to the same crypt remote (its own folder)
         subprocess.run(["zfs", "snapshot", f"{d.name}@bench"], check=True)
         with open_snapshot(d.name, "bench", work / "mnt") as snap:
-            plain, _ = timed(lambda: ctx.rclone.run(["sync", str(snap), "hl-offsite-crypt:plain", "--links",
-                                                     "--transfers", "4", "--checkers", "8"]))
+            plain, _ = timed(
+                lambda: ctx.rclone.run(
+                    ["sync", str(snap), "hl-offsite-crypt:plain", "--links", "--transfers", "4", "--checkers", "8"]
+                )
+            )
         full, report = timed(lambda: run_backup(ctx))
         incremental, _ = timed(lambda: run_backup(ctx))
         size = report.record["bytes"]
@@ -74,8 +86,10 @@ def main() -> None:
         print(f"plain rclone sync:       {plain:7.2f} s")
         print(f"homelab backup run:      {full:7.2f} s  ratio {full / plain:.2f} (goal <= 1.10)")
         print(f"no-change incremental:   {incremental:7.2f} s  = {incremental / full:.1%} of full (goal <= 10 %)")
-        print(f"restore:                 {restore_time:7.2f} s  = {size / 2**20 / restore_time:.1f} MiB/s, "
-              f"{report.record['files'] / restore_time:.0f} files/s")
+        print(
+            f"restore:                 {restore_time:7.2f} s  = {size / 2**20 / restore_time:.1f} MiB/s, "
+            f"{report.record['files'] / restore_time:.0f} files/s"
+        )
     finally:
         destroy_pool(pool)
         shutil.rmtree(work, ignore_errors=True)

@@ -17,5 +17,16 @@ from homelab.backup.core import (
 )
 from homelab.backup.rclone import BackupError, Progress
 
-__all__ = ["BackupError", "Context", "Progress", "context", "drill", "prune", "restore", "run_backup", "status",
-           "take_snapshots", "verify"]
+__all__ = [
+    "BackupError",
+    "Context",
+    "Progress",
+    "context",
+    "drill",
+    "prune",
+    "restore",
+    "run_backup",
+    "status",
+    "take_snapshots",
+    "verify",
+]

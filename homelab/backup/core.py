@@ -29,7 +29,7 @@ from homelab.plan import Dataset, build_plan
 from homelab.secrets import generate, user_secret_values
 
 STATE_ENV = "HOMELAB_BACKUP_STATE"
-GENERATED_PASSWORD = "secrets/backup-crypt-password"
+GENERATED_PASSWORD = "secrets/backup-crypt-password"  # noqa: S105 - a path, not a value
 GENERATED_SALT = "secrets/backup-crypt-salt"
 FULL_DRILL_EVERY = timedelta(days=30)
 LINK_SUFFIX = ".rclonelink"
@@ -101,8 +101,9 @@ class Context:
         return f"{crypt_name(remote)}:" + "/".join(p.strip("/") for p in parts if p)
 
 
-def context(loaded: LoadedConfig, *, state_dir: Path | None = None, clock: Clock = utcnow,
-            remote: str | None = None) -> Context:
+def context(
+    loaded: LoadedConfig, *, state_dir: Path | None = None, clock: Clock = utcnow, remote: str | None = None
+) -> Context:
     config = loaded.config
     if config.backup is None or not config.backup.enabled:
         raise ConfigError([f"{loaded.path}: backup: not configured (add a backup section with a remote)"])
@@ -153,7 +154,7 @@ def rclone_names(root: Path) -> tuple[list[str], int]:
 
 def digest(path: Path) -> str:
     if path.is_symlink():
-        return "link:" + os.readlink(path)
+        return "link:" + str(path.readlink())
     h = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -191,22 +192,37 @@ def _clean_partials(ctx: Context, remote: str) -> None:
     ctx.rclone.run(["delete", ctx.remote_path(remote, "current"), "--include", PARTIAL_GLOB], check=False)
 
 
-def run_backup(ctx: Context, only: list[str] | None = None,
-               progress: Callable[[str], Callable[[Stats], None] | None] | None = None,
-               say: Callable[[str], None] = lambda _: None) -> RunReport:
+def run_backup(
+    ctx: Context,
+    only: list[str] | None = None,
+    progress: Callable[[str], Callable[[Stats], None] | None] | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> RunReport:
     """Back up every selected dataset to every remote; raise BackupError naming each failure."""
     datasets = ctx.select(only)
     with ctx.state.lock():
         run_id, start = _new_run_id(ctx)
         snapshot = retention.PREFIX + run_id
-        record: dict[str, Any] = {"id": run_id, "start": _iso(start), "end": None, "result": "running",
-                                  "snapshot": snapshot, "remotes": ctx.remotes, "datasets": [], "bytes": 0,
-                                  "files": 0, "transferred_bytes": 0, "error": None}
+        record: dict[str, Any] = {
+            "id": run_id,
+            "start": _iso(start),
+            "end": None,
+            "result": "running",
+            "snapshot": snapshot,
+            "remotes": ctx.remotes,
+            "datasets": [],
+            "bytes": 0,
+            "files": 0,
+            "transferred_bytes": 0,
+            "error": None,
+        }
         ctx.state.save_run(record)
         from homelab.backup.state import write_json
 
-        write_json(ctx.state.running_path, {"pid": os.getpid(), "run": run_id,
-                                            "snapshots": {d.name: snapshot for d in datasets}})
+        write_json(
+            ctx.state.running_path,
+            {"pid": os.getpid(), "run": run_id, "snapshots": {d.name: snapshot for d in datasets}},
+        )
         failures: list[str] = []
         try:
             previous = [r for r in ctx.state.runs() if r["id"] != run_id]
@@ -229,8 +245,10 @@ def run_backup(ctx: Context, only: list[str] | None = None,
                         record["transferred_bytes"] += entry["transferred_bytes"]
                         if entry["result"] != "success":
                             failures.append(f"{d.key} -> {remote}: {entry['error']}")
-                        say(f"{entry['result']:7} {d.key} -> {remote}: {len(names)} files, "
-                            f"{entry['transferred_files']} written, {entry['checked_files']} cryptchecked")
+                        say(
+                            f"{entry['result']:7} {d.key} -> {remote}: {len(names)} files, "
+                            f"{entry['transferred_files']} written, {entry['checked_files']} cryptchecked"
+                        )
         except Exception as exc:
             failures.append(str(exc))
             raise
@@ -253,20 +271,47 @@ def run_backup(ctx: Context, only: list[str] | None = None,
     return RunReport(record, failures)
 
 
-def _sync_one(ctx: Context, run_id: str, d: Dataset, remote: str, source: Path,
-              progress: Callable[[str], Callable[[Stats], None] | None] | None) -> dict[str, Any]:
+def _sync_one(
+    ctx: Context,
+    run_id: str,
+    d: Dataset,
+    remote: str,
+    source: Path,
+    progress: Callable[[str], Callable[[Stats], None] | None] | None,
+) -> dict[str, Any]:
     dst = ctx.remote_path(remote, "current", d.key)
     archive = ctx.remote_path(remote, "archive", run_id, d.key)
     label = f"{run_id}-{remote}-{d.key.replace('/', '_')}"
     reporter = progress(f"{d.key} -> {remote}") if progress else None
-    sync = ctx.rclone.logged(["sync", str(source), dst, "--backup-dir", archive, "--links",
-                              "--create-empty-src-dirs", "--transfers", "4", "--checkers", "8"],
-                             f"{label}-sync", reporter)
+    sync = ctx.rclone.logged(
+        [
+            "sync",
+            str(source),
+            dst,
+            "--backup-dir",
+            archive,
+            "--links",
+            "--create-empty-src-dirs",
+            "--transfers",
+            "4",
+            "--checkers",
+            "8",
+        ],
+        f"{label}-sync",
+        reporter,
+    )
     if reporter is not None and hasattr(reporter, "done"):
         reporter.done()
-    entry: dict[str, Any] = {"dataset": d.name, "key": d.key, "remote": remote, "result": "success", "error": None,
-                             "transferred_files": len(sync.copied), "transferred_bytes": sync.stats.bytes,
-                             "checked_files": 0}
+    entry: dict[str, Any] = {
+        "dataset": d.name,
+        "key": d.key,
+        "remote": remote,
+        "result": "success",
+        "error": None,
+        "transferred_files": len(sync.copied),
+        "transferred_bytes": sync.stats.bytes,
+        "checked_files": 0,
+    }
     if not sync.ok:
         entry.update(result="failed", error=_why(sync, "sync"))
         return entry
@@ -301,8 +346,12 @@ class CheckResult:
 
     @property
     def problems(self) -> list[str]:
-        return ([f"differs: {p}" for p in self.differ] + [f"missing on the remote: {p}" for p in self.missing]
-                + [f"not in the snapshot: {p}" for p in self.extra] + [f"error: {p}" for p in self.errors])
+        return (
+            [f"differs: {p}" for p in self.differ]
+            + [f"missing on the remote: {p}" for p in self.missing]
+            + [f"not in the snapshot: {p}" for p in self.extra]
+            + [f"error: {p}" for p in self.errors]
+        )
 
 
 def _cryptcheck(ctx: Context, source: Path, dst: str, label: str, files_from: Path | None = None) -> CheckResult:
@@ -315,8 +364,13 @@ def _cryptcheck(ctx: Context, source: Path, dst: str, label: str, files_from: Pa
     if combined.exists():
         for line in combined.read_text(encoding="utf-8", errors="replace").splitlines():
             mark, _, path = line.partition(" ")  # rclone: "+" only in the source, "-" only in the destination
-            {"=": lambda p: None, "*": out.differ.append, "+": out.missing.append, "-": out.extra.append,
-             "!": out.errors.append}.get(mark, lambda p: None)(path)
+            {
+                "=": lambda p: None,
+                "*": out.differ.append,
+                "+": out.missing.append,
+                "-": out.extra.append,
+                "!": out.errors.append,
+            }.get(mark, lambda p: None)(path)
             if mark == "=":
                 out.matched += 1
     if not result.ok and not (out.differ or out.missing or out.extra or out.errors):
@@ -346,15 +400,23 @@ def verify(ctx: Context, only: list[str] | None = None, say: Callable[[str], Non
                 problems.append(f"{d.key} -> {remote}: no successful backup yet")
                 continue
             with zfs.open_snapshot(d.name, last["snapshot"], ctx.state.mounts) as source:
-                result = _cryptcheck(ctx, source, ctx.remote_path(remote, "current", d.key),
-                                     f"verify-{remote}-{d.key.replace('/', '_')}")
+                result = _cryptcheck(
+                    ctx, source, ctx.remote_path(remote, "current", d.key), f"verify-{remote}-{d.key.replace('/', '_')}"
+                )
             checked += result.matched
             problems += [f"{d.key} -> {remote}: {p}" for p in result.problems]
-            say(f"{'ok' if not result.problems else 'FAILED':6} {d.key} -> {remote}: {result.matched} files match "
-                f"snapshot {last['snapshot']}")
+            say(
+                f"{'ok' if not result.problems else 'FAILED':6} {d.key} -> {remote}: {result.matched} files match "
+                f"snapshot {last['snapshot']}"
+            )
     when = ctx.clock()
-    record = {"id": when.strftime(retention.STAMP), "time": _iso(when), "checked": checked,
-              "result": "failed" if problems else "success", "problems": problems}
+    record = {
+        "id": when.strftime(retention.STAMP),
+        "time": _iso(when),
+        "checked": checked,
+        "result": "failed" if problems else "success",
+        "problems": problems,
+    }
     ctx.state.save_event("verify", record)
     if problems:
         raise BackupError("verify failed:\n  " + "\n  ".join(problems))
@@ -364,8 +426,15 @@ def verify(ctx: Context, only: list[str] | None = None, say: Callable[[str], Non
 # --- restore -------------------------------------------------------------------------------------
 
 
-def restore(ctx: Context, key: str, to: Path, *, at: datetime | None = None, subpath: str | None = None,
-            remote: str | None = None) -> dict[str, Any]:
+def restore(
+    ctx: Context,
+    key: str,
+    to: Path,
+    *,
+    at: datetime | None = None,
+    subpath: str | None = None,
+    remote: str | None = None,
+) -> dict[str, Any]:
     """Restore one dataset (or SUBPATH of it) into an empty folder, as of the latest run or of `at`."""
     (d,) = ctx.select([key])
     remote = remote or ctx.remotes[0]
@@ -380,8 +449,13 @@ def restore(ctx: Context, key: str, to: Path, *, at: datetime | None = None, sub
         result = ctx.rclone.logged(args, f"restore-{remote}-{d.key.replace('/', '_')}")
         if not result.ok:
             raise BackupError(f"restore of {d.key} failed: {_why(result, 'copy')}")
-        return {"dataset": d.key, "remote": remote, "files": result.stats.transfers, "bytes": result.stats.bytes,
-                "as_of": "latest"}
+        return {
+            "dataset": d.key,
+            "remote": remote,
+            "files": result.stats.transfers,
+            "bytes": result.stats.bytes,
+            "as_of": "latest",
+        }
     return _restore_at(ctx, d, remote, to, at, sub)
 
 
@@ -396,8 +470,11 @@ def _restore_at(ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, s
     if chosen is None:
         raise BackupError(f"no successful backup of {d.key} to {remote} at or before {_iso(at)}")
     record, entry = chosen
-    wanted = [f for f in ctx.state.manifest(entry["manifest"])
-              if not sub or f == sub or _local(f) == sub or f.startswith(sub + "/")]
+    wanted = [
+        f
+        for f in ctx.state.manifest(entry["manifest"])
+        if not sub or f == sub or _local(f) == sub or f.startswith(sub + "/")
+    ]
     # the version a later run replaced or deleted sits in that run's archive; the first later archive wins
     sources: dict[str, list[str]] = {}
     remaining = set(wanted)
@@ -416,8 +493,10 @@ def _restore_at(ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, s
     for root, files in sources.items():
         listing = ctx.state.logs / "restore-files.txt"
         listing.write_text("".join(f"{f}\n" for f in files), encoding="utf-8")
-        result = ctx.rclone.logged(["copy", root, str(to), "--links", "--files-from-raw", str(listing)],
-                                   f"restore-at-{remote}-{d.key.replace('/', '_')}")
+        result = ctx.rclone.logged(
+            ["copy", root, str(to), "--links", "--files-from-raw", str(listing)],
+            f"restore-at-{remote}-{d.key.replace('/', '_')}",
+        )
         if not result.ok:
             raise BackupError(f"restore of {d.key} as of {record['id']} failed: {_why(result, 'copy')}")
         total += result.stats.transfers
@@ -427,14 +506,20 @@ def _restore_at(ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, s
 # --- drill ---------------------------------------------------------------------------------------
 
 
-def drill(ctx: Context, *, sample: int = 20, full: bool | None = None, seed: int | None = None,
-          say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def drill(
+    ctx: Context,
+    *,
+    sample: int = 20,
+    full: bool | None = None,
+    seed: int | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
     """Restore a random sample (everything when a full drill is due) into scratch and compare with the snapshot."""
     now = ctx.clock()
     if full is None:
         fulls = [e for e in ctx.state.events("drills") if e.get("full") and e["result"] == "success"]
         full = not fulls or now - _parse_iso(fulls[-1]["time"]) >= FULL_DRILL_EVERY
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - picks a sample to restore, not a secret
     checked, problems = 0, []
     for d in ctx.datasets:
         for remote in ctx.remotes:
@@ -444,13 +529,24 @@ def drill(ctx: Context, *, sample: int = 20, full: bool | None = None, seed: int
                 continue
             names = ctx.state.manifest(last["manifest"])
             chosen = names if full else rng.sample(names, min(sample, len(names)))
-            with tempfile.TemporaryDirectory(prefix="drill-", dir=ctx.state.root / "private") as scratch, \
-                    zfs.open_snapshot(d.name, last["snapshot"], ctx.state.mounts) as source:
+            with (
+                tempfile.TemporaryDirectory(prefix="drill-", dir=ctx.state.root / "private") as scratch,
+                zfs.open_snapshot(d.name, last["snapshot"], ctx.state.mounts) as source,
+            ):
                 listing = Path(scratch) / "files.txt"
                 listing.write_text("".join(f"{f}\n" for f in chosen), encoding="utf-8")
                 target = Path(scratch) / "restored"
-                result = ctx.rclone.logged(["copy", ctx.remote_path(remote, "current", d.key), str(target), "--links",
-                                            "--files-from-raw", str(listing)], f"drill-{remote}")
+                result = ctx.rclone.logged(
+                    [
+                        "copy",
+                        ctx.remote_path(remote, "current", d.key),
+                        str(target),
+                        "--links",
+                        "--files-from-raw",
+                        str(listing),
+                    ],
+                    f"drill-{remote}",
+                )
                 if not result.ok:
                     problems.append(f"{d.key} -> {remote}: {_why(result, 'restore')}")
                     continue
@@ -463,8 +559,14 @@ def drill(ctx: Context, *, sample: int = 20, full: bool | None = None, seed: int
                         problems.append(f"{d.key}: {local}: restored content differs from snapshot {last['snapshot']}")
                     checked += 1
             say(f"{d.key} -> {remote}: {len(chosen)} files restored and compared ({'full' if full else 'sample'})")
-    record = {"id": now.strftime(retention.STAMP), "time": _iso(now), "full": full, "files": checked,
-              "result": "failed" if problems else "success", "problems": problems}
+    record = {
+        "id": now.strftime(retention.STAMP),
+        "time": _iso(now),
+        "full": full,
+        "files": checked,
+        "result": "failed" if problems else "success",
+        "problems": problems,
+    }
     ctx.state.save_event("drills", record)
     if problems:
         raise BackupError("drill failed:\n  " + "\n  ".join(problems[:20]))
@@ -519,9 +621,13 @@ def status(ctx: Context) -> dict[str, Any]:
     success = next((r for r in reversed(runs) if r["result"] == "success"), None)
     drills = [e for e in ctx.state.events("drills") if e["result"] == "success"]
     verifies = ctx.state.events("verify")
-    info: dict[str, Any] = {"last_run": last, "last_success": success["id"] if success else None,
-                            "running": ctx.state.running(), "last_drill": drills[-1] if drills else None,
-                            "last_verify": verifies[-1] if verifies else None}
+    info: dict[str, Any] = {
+        "last_run": last,
+        "last_success": success["id"] if success else None,
+        "running": ctx.state.running(),
+        "last_drill": drills[-1] if drills else None,
+        "last_verify": verifies[-1] if verifies else None,
+    }
     if success:
         info["last_success_age_hours"] = round((now - _parse_iso(success["end"])).total_seconds() / 3600, 1)
     if drills:
@@ -533,5 +639,16 @@ def remove_scratch(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["BackupError", "Context", "Progress", "context", "drill", "prune", "restore", "run_backup", "status",
-           "take_snapshots", "verify"]
+__all__ = [
+    "BackupError",
+    "Context",
+    "Progress",
+    "context",
+    "drill",
+    "prune",
+    "restore",
+    "run_backup",
+    "status",
+    "take_snapshots",
+    "verify",
+]

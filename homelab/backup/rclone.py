@@ -23,8 +23,14 @@ from homelab.runtime import process
 
 # rclone options whose values rclone expects obscured (`rclone obscure`)
 PASSWORD_OPTIONS = frozenset({"pass", "password", "password2", "key_file_pass"})
-ENOSPC_MARKERS = ("no space left on device", "enospc", "disk quota exceeded", "insufficient storage",
-                  "not enough space", "remaining disk space")
+ENOSPC_MARKERS = (
+    "no space left on device",
+    "enospc",
+    "disk quota exceeded",
+    "insufficient storage",
+    "not enough space",
+    "remaining disk space",
+)
 
 
 class BackupError(HomelabError):
@@ -88,8 +94,9 @@ class Rclone:
         self.redactions += [value, obscured]
         return obscured
 
-    def write_config(self, remotes: dict[str, BackupRemote], secret_values: dict[str, dict[str, str]],
-                     password: str, salt: str) -> None:
+    def write_config(
+        self, remotes: dict[str, BackupRemote], secret_values: dict[str, dict[str, str]], password: str, salt: str
+    ) -> None:
         """Write the config 0600 in a 0700 folder; crypt password and salt obscured, filename encryption on."""
         self.redactions += [password, salt]
         crypt_pw, crypt_salt = self.obscure(password), self.obscure(salt)
@@ -101,14 +108,17 @@ class Rclone:
                 options[key] = self.obscure(value) if key in PASSWORD_OPTIONS else value
             text += "\n" + _section(base_name(name), options)
             path = remote.path if remote.type != "local" else str(Path(remote.path))
-            text += "\n" + _section(crypt_name(name), {
-                "type": "crypt",
-                "remote": f"{base_name(name)}:{path}",
-                "password": crypt_pw,
-                "password2": crypt_salt,
-                "filename_encryption": "standard",
-                "directory_name_encryption": "true",
-            })
+            text += "\n" + _section(
+                crypt_name(name),
+                {
+                    "type": "crypt",
+                    "remote": f"{base_name(name)}:{path}",
+                    "password": crypt_pw,
+                    "password2": crypt_salt,
+                    "filename_encryption": "standard",
+                    "directory_name_encryption": "true",
+                },
+            )
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         self.config_path.parent.chmod(0o700)
         tmp = self.config_path.with_suffix(".tmp")
@@ -128,14 +138,23 @@ class Rclone:
             raise BackupError(f"rclone {args[0]} failed (exit {proc.returncode}): " + " | ".join(tail))
         return proc.stdout
 
-    def logged(self, args: Sequence[str], label: str,
-               progress: Callable[[Stats], None] | None = None) -> Result:
+    def logged(self, args: Sequence[str], label: str, progress: Callable[[Stats], None] | None = None) -> Result:
         """Run a long command with a JSON log file; report stats while it runs; parse errors and copies."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{label}.log"
         log.unlink(missing_ok=True)
-        argv = [*args, "--use-json-log", "--log-level", "INFO", "--stats", "1s", "--stats-log-level", "NOTICE",
-                "--log-file", str(log)]
+        argv = [
+            *args,
+            "--use-json-log",
+            "--log-level",
+            "INFO",
+            "--stats",
+            "1s",
+            "--stats-log-level",
+            "NOTICE",
+            "--log-file",
+            str(log),
+        ]
         stop = threading.Event()
         watcher = None
         if progress:
@@ -178,8 +197,14 @@ def _stats(entry: dict) -> Stats | None:
     s = entry.get("stats")
     if not isinstance(s, dict):
         return None
-    return Stats(int(s.get("bytes", 0)), int(s.get("totalBytes", 0)), int(s.get("transfers", 0)),
-                 int(s.get("totalTransfers", 0)), int(s.get("errors", 0)), float(s.get("elapsedTime", 0.0)))
+    return Stats(
+        int(s.get("bytes", 0)),
+        int(s.get("totalBytes", 0)),
+        int(s.get("transfers", 0)),
+        int(s.get("totalTransfers", 0)),
+        int(s.get("errors", 0)),
+        float(s.get("elapsedTime", 0.0)),
+    )
 
 
 def parse_log(log: Path, returncode: int) -> Result:
@@ -230,8 +255,10 @@ class Progress:
     def __call__(self, stats: Stats) -> None:
         total = max(stats.total_bytes, 1)
         share = min(stats.bytes / total, 1.0)
-        text = f"{self.label}: {share:4.0%} {_human(stats.bytes)}/{_human(stats.total_bytes)} " \
-               f"{stats.transfers}/{stats.total_transfers} files"
+        text = (
+            f"{self.label}: {share:4.0%} {_human(stats.bytes)}/{_human(stats.total_bytes)} "
+            f"{stats.transfers}/{stats.total_transfers} files"
+        )
         if self.interactive:
             bar = "#" * int(share * 30)
             self.stream.write(f"\r[{bar:<30}] {text}")

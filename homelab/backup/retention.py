@@ -33,12 +33,19 @@ def snapshot_time(name: str) -> datetime | None:
     """The time encoded in one of our snapshot names (`homelab-20250101T030000Z[-n]`), else None."""
     if not name.startswith(PREFIX):
         return None
-    stamp = name[len(PREFIX):].split("-", 1)[0]
+    stamp = name[len(PREFIX) :].split("-", 1)[0]
     if len(stamp) != 16 or stamp[8] != "T" or stamp[15] != "Z" or not (stamp[:8] + stamp[9:15]).isdigit():
         return None
     try:
-        return datetime(int(stamp[:4]), int(stamp[4:6]), int(stamp[6:8]), int(stamp[9:11]), int(stamp[11:13]),
-                        int(stamp[13:15]), tzinfo=UTC)
+        return datetime(
+            int(stamp[:4]),
+            int(stamp[4:6]),
+            int(stamp[6:8]),
+            int(stamp[9:11]),
+            int(stamp[11:13]),
+            int(stamp[13:15]),
+            tzinfo=UTC,
+        )
     except ValueError:
         return None
 

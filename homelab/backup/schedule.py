@@ -57,11 +57,13 @@ def units(loaded: LoadedConfig, command: list[str] | None = None) -> dict[str, s
     base = [*(command or homelab_command()), "backup"]
     config = ["--config", str(loaded.path)]
     return {
-        "homelab-backup.service": _service("homelab: encrypted backup of the app datasets (rclone crypt)",
-                                           [*base, "run", *config]),
+        "homelab-backup.service": _service(
+            "homelab: encrypted backup of the app datasets (rclone crypt)", [*base, "run", *config]
+        ),
         "homelab-backup.timer": _timer("homelab: scheduled encrypted backup", loaded.config.backup.schedule, "10m"),
-        "homelab-backup-drill.service": _service("homelab: restore drill (sample, monthly everything)",
-                                                 [*base, "drill", *config]),
+        "homelab-backup-drill.service": _service(
+            "homelab: restore drill (sample, monthly everything)", [*base, "drill", *config]
+        ),
         "homelab-backup-drill.timer": _timer("homelab: monthly restore drill", DRILL_CALENDAR, "1h"),
     }
 

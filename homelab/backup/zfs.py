@@ -19,8 +19,9 @@ def snapshot(dataset: str, name: str) -> str:
 
 def snapshots(dataset: str) -> list[str]:
     """Snapshot names (the part after @) of one dataset."""
-    proc = process.run(["zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", "-d", "1", dataset], check=False,
-                       timeout=120)
+    proc = process.run(
+        ["zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", "-d", "1", dataset], check=False, timeout=120
+    )
     if proc.returncode != 0:  # zfs-fuse has no -d
         proc = process.run(["zfs", "list", "-H", "-o", "name", "-t", "snapshot"], timeout=120)
     return [line.split("@", 1)[1] for line in proc.stdout.splitlines() if line.startswith(dataset + "@")]
@@ -79,8 +80,9 @@ def open_snapshot(dataset: str, name: str, mount_base: Path) -> Iterator[Path]:
     target.mkdir(parents=True, exist_ok=True)
     if exists(clone):
         process.run(["zfs", "destroy", clone], timeout=120)
-    process.run(["zfs", "clone", "-o", "readonly=on", "-o", f"mountpoint={target}", f"{dataset}@{name}", clone],
-                timeout=120)
+    process.run(
+        ["zfs", "clone", "-o", "readonly=on", "-o", f"mountpoint={target}", f"{dataset}@{name}", clone], timeout=120
+    )
     try:
         yield target
     finally:

@@ -38,8 +38,14 @@ def make_lab(make_pool, tmp_path: Path, remote: Path | None = None) -> Lab:
     pool = make_pool("192M")
     remote = remote or tmp_path / "remote"
     remote.mkdir(exist_ok=True)
-    config = write_config(tmp_path / "cfg", pool=pool, mountpoint=tmp_path / "srv", apps={"rstudio"},
-                          remote_dir=remote, backup={"datasets": [KEY]})
+    config = write_config(
+        tmp_path / "cfg",
+        pool=pool,
+        mountpoint=tmp_path / "srv",
+        apps={"rstudio"},
+        remote_dir=remote,
+        backup={"datasets": [KEY]},
+    )
     loaded = load(config)
     plan = build_plan(loaded)
     apply_storage(plan)
@@ -47,8 +53,9 @@ def make_lab(make_pool, tmp_path: Path, remote: Path | None = None) -> Lab:
     return Lab(loaded, config, Path(d.path), d.name, remote, tmp_path / "state")
 
 
-def fill(root: Path, small: int = 200, large: int = 1, large_size: int = 2 << 20, sparse: int = 8 << 20,
-         seed: int = 1) -> None:
+def fill(
+    root: Path, small: int = 200, large: int = 1, large_size: int = 2 << 20, sparse: int = 8 << 20, seed: int = 1
+) -> None:
     """Small files in nested folders, a few large ones, a sparse file, symlinks, unicode names, a canary."""
     rnd = __import__("random").Random(seed)
     for i in range(small):

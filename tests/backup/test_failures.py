@@ -45,9 +45,13 @@ def _remote_bytes(remote: Path) -> int:
 
 def _cli(lab: Lab, *args: str, env: dict | None = None) -> subprocess.Popen:
     code = "from homelab.cli.backup import backup_app; backup_app(prog_name='homelab backup')"
-    return subprocess.Popen([sys.executable, "-c", code, *args, "--config", str(lab.config), "--state-dir",
-                             str(lab.state)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args, "--config", str(lab.config), "--state-dir", str(lab.state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_kill_9_at_10_50_90_percent_then_a_clean_run(lab, tmp_path: Path) -> None:
@@ -105,17 +109,22 @@ def test_flipped_byte_and_deleted_object_are_named(lab) -> None:
     proc = _cli(lab, "verify")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out
-    problems = [line.strip() for line in out.splitlines() if "rstudio/home -> offsite:" in line and "FAILED" not in line]
-    assert problems == [f"rstudio/home -> offsite: differs: {victim}",
-                        f"rstudio/home -> offsite: missing on the remote: {gone}"], out
+    problems = [
+        line.strip() for line in out.splitlines() if "rstudio/home -> offsite:" in line and "FAILED" not in line
+    ]
+    assert problems == [
+        f"rstudio/home -> offsite: differs: {victim}",
+        f"rstudio/home -> offsite: missing on the remote: {gone}",
+    ], out
 
 
 @pytest.fixture
 def full_remote(tmp_path: Path):
     mount = tmp_path / "small-remote"
     mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {proc.stderr.strip()}")  # loop mount needs the same
     yield mount

@@ -44,8 +44,9 @@ def test_hourly_snapshots_for_400_days() -> None:
     assert most <= 24 + 30 + 12 + 1
     assert protected == "homelab-20240410T070000Z" and protected in kept
     monthly = sorted(n for n in kept if n.endswith("T230000Z") and n < "homelab-20250101")
-    assert monthly == [snapshot_name(datetime(2024, m + 1, 1, tzinfo=UTC) - timedelta(hours=1)) for m in range(3, 12)]\
-        + ["homelab-20241231T230000Z"]
+    assert monthly == [
+        snapshot_name(datetime(2024, m + 1, 1, tzinfo=UTC) - timedelta(hours=1)) for m in range(3, 12)
+    ] + ["homelab-20241231T230000Z"]
     # one-shot pruning of the full history gives the same answer as pruning every hour
     everything = [snapshot_name(START + timedelta(hours=h)) for h in range(400 * 24)]
     now = START + timedelta(hours=400 * 24 - 1)
@@ -73,11 +74,19 @@ def test_prune_on_a_real_dataset_keeps_running_and_last_success(lab) -> None:
         subprocess.run(["zfs", "snapshot", f"{lab.dataset}@{snapshot_name(t)}"], check=True)
     subprocess.run(["zfs", "snapshot", f"{lab.dataset}@manual"], check=True)
     last_good, running = snapshot_name(times[8]), snapshot_name(times[6])
-    ctx.state.save_run({"id": "20250607T120000Z", "start": "2025-06-07T12:00:00+00:00",
-                        "end": "2025-06-07T12:05:00+00:00", "result": "success", "snapshot": last_good,
-                        "datasets": [{"key": KEY, "remote": "offsite", "result": "success", "snapshot": last_good}]})
-    write_json(ctx.state.running_path, {"pid": __import__("os").getpid(), "run": "x",
-                                        "snapshots": {lab.dataset: running}})
+    ctx.state.save_run(
+        {
+            "id": "20250607T120000Z",
+            "start": "2025-06-07T12:00:00+00:00",
+            "end": "2025-06-07T12:05:00+00:00",
+            "result": "success",
+            "snapshot": last_good,
+            "datasets": [{"key": KEY, "remote": "offsite", "result": "success", "snapshot": last_good}],
+        }
+    )
+    write_json(
+        ctx.state.running_path, {"pid": __import__("os").getpid(), "run": "x", "snapshots": {lab.dataset: running}}
+    )
     policy = ctx.loaded.config.backup.retention
     assert (policy.hourly, policy.daily, policy.monthly) == (24, 30, 12)
     from homelab.backup import core
@@ -90,8 +99,9 @@ def test_prune_on_a_real_dataset_keeps_running_and_last_success(lab) -> None:
         doomed = prune(ctx_small, ctx_small.datasets[0])
     finally:
         core.Context.policy = original  # type: ignore[method-assign]
-    left = subprocess.run(["zfs", "list", "-H", "-o", "name", "-t", "snapshot"], capture_output=True, text=True,
-                          check=True).stdout.split()
+    left = subprocess.run(
+        ["zfs", "list", "-H", "-o", "name", "-t", "snapshot"], capture_output=True, text=True, check=True
+    ).stdout.split()
     left = sorted(n.split("@")[1] for n in left if n.startswith(lab.dataset + "@"))
     assert sorted(doomed) == sorted(snapshot_name(times[d]) for d in (3, 4, 5, 7, 9))
     assert left == sorted(["manual", *(snapshot_name(times[d]) for d in (0, 1, 2, 6, 8))])

@@ -18,8 +18,14 @@ from tests.storage.zfs import write_config
 @pytest.mark.real
 def test_units_pass_systemd_analyze_verify(tmp_path: Path, require_program) -> None:
     analyze = require_program("systemd-analyze")
-    config = write_config(tmp_path / "cfg", pool="tank", mountpoint=tmp_path / "srv", apps={"rstudio"},
-                          remote_dir=tmp_path / "remote", backup={"schedule": "Mon..Fri *-*-* 02:30:00"})
+    config = write_config(
+        tmp_path / "cfg",
+        pool="tank",
+        mountpoint=tmp_path / "srv",
+        apps={"rstudio"},
+        remote_dir=tmp_path / "remote",
+        backup={"schedule": "Mon..Fri *-*-* 02:30:00"},
+    )
     loaded = load(config)
     unit_dir = tmp_path / "units"
     paths = install(loaded, unit_dir, enable=False)
@@ -41,8 +47,9 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path, require_program) -> N
 
 
 def test_schedule_print(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "cfg", pool="tank", mountpoint=tmp_path / "srv", apps={"rstudio"},
-                          remote_dir=tmp_path / "remote")
+    config = write_config(
+        tmp_path / "cfg", pool="tank", mountpoint=tmp_path / "srv", apps={"rstudio"}, remote_dir=tmp_path / "remote"
+    )
     result = CliRunner().invoke(backup_app, ["schedule", "print", "--config", str(config)])
     assert result.exit_code == 0, result.output
     assert "# --- homelab-backup.timer" in result.output and "OnCalendar=*-*-* 03:00:00" in result.output
