@@ -9,18 +9,20 @@ first. `verify` cryptchecks everything against the snapshot of the last successf
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import random
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from homelab.backup import retention, zfs
+from homelab.backup import retention, tree, zfs
 from homelab.backup.rclone import ENOSPC_MARKERS, BackupError, Progress, Rclone, Result, Stats, crypt_name
 from homelab.backup.state import State
 from homelab.config.loader import LoadedConfig
@@ -32,7 +34,6 @@ STATE_ENV = "HOMELAB_BACKUP_STATE"
 GENERATED_PASSWORD = "secrets/backup-crypt-password"  # noqa: S105 - a path, not a value
 GENERATED_SALT = "secrets/backup-crypt-salt"
 FULL_DRILL_EVERY = timedelta(days=30)
-LINK_SUFFIX = ".rclonelink"
 PARTIAL_GLOB = "*.????????.partial"
 
 Clock = Callable[[], datetime]
@@ -132,38 +133,15 @@ def context(
     return Context(loaded, datasets, state, rclone, remotes, clock, notes)
 
 
-# --- files and manifests -------------------------------------------------------------------------
-
-
-def rclone_names(root: Path) -> tuple[list[str], int]:
-    """The paths rclone --links sees under root (symlinks as NAME.rclonelink) and their total size."""
-    names: list[str] = []
-    total = 0
-    for folder, dirs, files in os.walk(root):
-        base = Path(folder)
-        for name in [*files, *(d for d in dirs if (base / d).is_symlink())]:
-            path = base / name
-            rel = str(path.relative_to(root))
-            if path.is_symlink():
-                names.append(rel + LINK_SUFFIX)
-            else:
-                names.append(rel)
-                total += path.lstat().st_size
-    return names, total
+# --- files -------------------------------------------------------------------------
 
 
 def digest(path: Path) -> str:
-    if path.is_symlink():
-        return "link:" + str(path.readlink())
     h = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _local(rel: str) -> str:
-    return rel[: -len(LINK_SUFFIX)] if rel.endswith(LINK_SUFFIX) else rel
 
 
 # --- run -----------------------------------------------------------------------------------------
@@ -233,12 +211,19 @@ def run_backup(
                 zfs.clean_stale_clones(d.name)
                 zfs.snapshot(d.name, snapshot)
                 say(f"snapshot {d.name}@{snapshot}")
-                with zfs.open_snapshot(d.name, snapshot, ctx.state.mounts) as source:
-                    names, size = rclone_names(source)
-                    manifest = ctx.state.save_manifest(run_id, d.key, names)
-                    for remote in ctx.remotes:
-                        entry = _sync_one(ctx, run_id, d, remote, source, progress)
+                with (
+                    zfs.open_snapshot(d.name, snapshot, ctx.state.mounts) as source,
+                    ThreadPoolExecutor(1) as background,
+                ):
+                    scanning = background.submit(tree.scan, source)  # while rclone syncs: both mostly wait
+                    synced = [(remote, _sync_one(ctx, run_id, d, remote, source, progress)) for remote in ctx.remotes]
+                    entries = scanning.result()
+                    manifest = ctx.state.save_manifest(run_id, d.key, entries)
+                    names, size = tree.rclone_names(entries), tree.total_bytes(entries)
+                    for remote, entry in synced:
                         entry.update(files=len(names), bytes=size, manifest=manifest, snapshot=snapshot)
+                        if entry["result"] == "success":
+                            _upload_tree(ctx, run_id, d, remote, entry, entries)
                         record["datasets"].append(entry)
                         record["files"] += len(names)
                         record["bytes"] += size
@@ -323,6 +308,41 @@ def _sync_one(
         if check.problems:
             entry.update(result="failed", error="cryptcheck: " + "; ".join(check.problems[:10]))
     return entry
+
+
+def _upload_tree(
+    ctx: Context, run_id: str, d: Dataset, remote: str, entry: dict[str, Any], entries: list[tree.Entry]
+) -> None:
+    """Keep the snapshot's listing (owners, modes, mtimes) on the remote too, encrypted: a restore on a new
+    machine has no state folder. Uploaded only when it changed since the last successful run."""
+    fingerprint = tree.fingerprint(entries)
+    previous = last_success(ctx, d.key, remote)
+    if previous and previous.get("tree_fingerprint") == fingerprint:
+        entry.update(tree=previous["tree"], tree_fingerprint=fingerprint)
+        return
+    name = f"meta/{d.key}/{run_id}.json.gz"
+    result = ctx.rclone.logged(
+        ["copyto", str(ctx.state.root / entry["manifest"]), ctx.remote_path(remote, name)],
+        f"{run_id}-{remote}-{d.key.replace('/', '_')}-meta",
+    )
+    if result.ok:
+        entry.update(tree=name, tree_fingerprint=fingerprint)
+    else:
+        entry.update(result="failed", error=_why(result, "upload of the file listing"))
+
+
+def _remote_tree(ctx: Context, d: Dataset, remote: str, recorded: dict[str, Any] | None) -> list[tree.Entry]:
+    """The listing of the backup in `current/`: from the state folder, else the newest one on the remote."""
+    if recorded and (ctx.state.root / recorded["manifest"]).exists():
+        return ctx.state.manifest(recorded["manifest"])
+    folder = ctx.remote_path(remote, "meta", d.key)
+    names = sorted(n for n in ctx.rclone.run(["lsf", "--files-only", folder], check=False).splitlines() if n)
+    if not names:
+        raise BackupError(f"no file listing of {d.key} on {remote} (meta/{d.key}/): owners and modes unknown")
+    with tempfile.TemporaryDirectory(dir=ctx.state.root / "private") as scratch:
+        local = Path(scratch) / "tree.json.gz"
+        ctx.rclone.run(["copyto", f"{folder}/{names[-1]}", str(local)])
+        return tree.loads(gzip.decompress(local.read_bytes()))
 
 
 def _why(result: Result, what: str) -> str:
@@ -445,21 +465,27 @@ def restore(
     if at is None:
         args = ["copy", ctx.remote_path(remote, "current", d.key), str(to), "--links", "--create-empty-src-dirs"]
         if sub:
-            args += ["--include", f"/{sub}", "--include", f"/{sub}{LINK_SUFFIX}", "--include", f"/{sub}/**"]
+            args += ["--include", f"/{sub}", "--include", f"/{sub}{tree.LINK_SUFFIX}", "--include", f"/{sub}/**"]
         result = ctx.rclone.logged(args, f"restore-{remote}-{d.key.replace('/', '_')}")
         if not result.ok:
             raise BackupError(f"restore of {d.key} failed: {_why(result, 'copy')}")
-        return {
-            "dataset": d.key,
-            "remote": remote,
-            "files": result.stats.transfers,
-            "bytes": result.stats.bytes,
-            "as_of": "latest",
-        }
-    return _restore_at(ctx, d, remote, to, at, sub)
+        entries = _remote_tree(ctx, d, remote, last_success(ctx, d.key, remote))
+        summary = {"files": result.stats.transfers, "bytes": result.stats.bytes, "as_of": "latest"}
+    else:
+        summary, entries = _restore_at(ctx, d, remote, to, at, sub)
+    applied = tree.apply(to, tree.under(entries, sub))
+    return {
+        "dataset": d.key,
+        "remote": remote,
+        **summary,
+        "metadata": applied.entries,
+        "owners": "not restored (run as root to restore owners)" if applied.owners_skipped else "restored",
+    }
 
 
-def _restore_at(ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, sub: str) -> dict[str, Any]:
+def _restore_at(
+    ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, sub: str
+) -> tuple[dict[str, Any], list[tree.Entry]]:
     runs = ctx.state.runs()
     chosen = None
     for record in runs:
@@ -470,11 +496,8 @@ def _restore_at(ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, s
     if chosen is None:
         raise BackupError(f"no successful backup of {d.key} to {remote} at or before {_iso(at)}")
     record, entry = chosen
-    wanted = [
-        f
-        for f in ctx.state.manifest(entry["manifest"])
-        if not sub or f == sub or _local(f) == sub or f.startswith(sub + "/")
-    ]
+    entries = ctx.state.manifest(entry["manifest"])
+    wanted = tree.rclone_names(tree.under(entries, sub))
     # the version a later run replaced or deleted sits in that run's archive; the first later archive wins
     sources: dict[str, list[str]] = {}
     remaining = set(wanted)
@@ -500,7 +523,7 @@ def _restore_at(ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, s
         if not result.ok:
             raise BackupError(f"restore of {d.key} as of {record['id']} failed: {_why(result, 'copy')}")
         total += result.stats.transfers
-    return {"dataset": d.key, "remote": remote, "files": total, "as_of": record["id"]}
+    return {"files": total, "as_of": record["id"]}, entries
 
 
 # --- drill ---------------------------------------------------------------------------------------
@@ -527,14 +550,15 @@ def drill(
             if last is None:
                 problems.append(f"{d.key} -> {remote}: no successful backup to drill")
                 continue
-            names = ctx.state.manifest(last["manifest"])
-            chosen = names if full else rng.sample(names, min(sample, len(names)))
+            entries = ctx.state.manifest(last["manifest"])
+            objects = [e for e in entries if e.kind != "d"]
+            chosen = entries if full else rng.sample(objects, min(sample, len(objects)))
             with (
                 tempfile.TemporaryDirectory(prefix="drill-", dir=ctx.state.root / "private") as scratch,
                 zfs.open_snapshot(d.name, last["snapshot"], ctx.state.mounts) as source,
             ):
                 listing = Path(scratch) / "files.txt"
-                listing.write_text("".join(f"{f}\n" for f in chosen), encoding="utf-8")
+                listing.write_text("".join(f"{n}\n" for n in tree.rclone_names(chosen)), encoding="utf-8")
                 target = Path(scratch) / "restored"
                 result = ctx.rclone.logged(
                     [
@@ -550,15 +574,17 @@ def drill(
                 if not result.ok:
                     problems.append(f"{d.key} -> {remote}: {_why(result, 'restore')}")
                     continue
-                for name in chosen:
-                    local = _local(name)
-                    got, want = target / local, source / local
-                    if not got.exists() and not got.is_symlink():
-                        problems.append(f"{d.key}: {local}: not restored")
-                    elif digest(got) != digest(want):
-                        problems.append(f"{d.key}: {local}: restored content differs from snapshot {last['snapshot']}")
+                tree.apply(target, chosen)
+                problems += [f"{d.key}: {p}" for p in tree.differences(chosen, target)]
+                for e in chosen:
+                    got, want = target / e.path, source / e.path
+                    if e.kind == "f" and got.is_file() and not got.is_symlink() and digest(got) != digest(want):
+                        problems.append(f"{d.key}: {e.path}: restored content differs from snapshot {last['snapshot']}")
                     checked += 1
-            say(f"{d.key} -> {remote}: {len(chosen)} files restored and compared ({'full' if full else 'sample'})")
+            say(
+                f"{d.key} -> {remote}: {len(chosen)} entries restored, content, owners, modes and mtimes compared "
+                f"({'full' if full else 'sample'})"
+            )
     record = {
         "id": now.strftime(retention.STAMP),
         "time": _iso(now),

@@ -2,7 +2,8 @@
 
 Layout of the state folder (default `<storage.mountpoint>/.homelab/backup`, readable by collectd):
   runs/<run-id>.json        one record per run: start, end, bytes, files, result, each dataset's outcome
-  manifests/<run>-<key>.json.gz   the file list of the snapshot a run uploaded (for restore --at)
+  manifests/<run>-<key>.json.gz   what the snapshot a run uploaded holds: names, owners, modes, mtimes
+                            (homelab.backup.tree; restore --at and drill read it)
   drills/<id>.json, verify/<id>.json
   running.json              the run in progress and the snapshots it reads (pruning never touches them)
   <remote>.last_success     epoch seconds of the last successful run (the collectd exec program reads it)
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from homelab.backup import tree
 from homelab.errors import HomelabError
 
 
@@ -76,16 +78,14 @@ class State:
         folder = self.root / "runs"
         return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
 
-    def save_manifest(self, run_id: str, key: str, files: list[str]) -> str:
+    def save_manifest(self, run_id: str, key: str, entries: list[tree.Entry]) -> str:
         path = self.root / "manifests" / f"{run_id}-{key.replace('/', '_')}.json.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt", encoding="utf-8") as handle:
-            json.dump(sorted(files), handle, ensure_ascii=False)
+        path.write_bytes(gzip.compress(tree.dumps(entries), mtime=0))
         return str(path.relative_to(self.root))
 
-    def manifest(self, relative: str) -> list[str]:
-        with gzip.open(self.root / relative, "rt", encoding="utf-8") as handle:
-            return list(json.load(handle))
+    def manifest(self, relative: str) -> list[tree.Entry]:
+        return tree.loads(gzip.decompress((self.root / relative).read_bytes()))
 
     def save_event(self, kind: str, record: dict[str, Any]) -> None:
         write_json(self.root / kind / f"{record['id']}.json", record)

@@ -74,6 +74,40 @@ def fill(
     os.symlink("plaincanary.txt", root / "plainlink-relative")
     os.symlink("plaindir-00/plainsub-0", root / "plainlink-dir")
     os.symlink("/nonexistent/target", root / "plainlink-dangling")
+    dress(root)
+
+
+def dress(root: Path) -> None:
+    """Owners, modes and times a restore must bring back: an app's uid, private files, setgid, old mtimes."""
+    os.chmod(root / "plaincanary.txt", 0o600)
+    os.chown(root / "plaincanary.txt", 1000, 1000)
+    os.chmod(root / "plaindir-01", 0o2750)
+    os.chown(root / "plaindir-01", 1000, 33)
+    os.chmod(root / "plaindir-00" / "plainsub-0", 0o700)
+    (root / "plainempty-dir").mkdir(mode=0o755)
+    os.chmod(root / "plainempty-dir", 0o1777)
+    os.chown(root / "plainlink-relative", 1000, 1000, follow_symlinks=False)
+    old = 1_500_000_000_123_456_789
+    for n, path in enumerate([root / "plaindir-01", root / "plainempty-dir", root / "plainlarge-0.bin"]):
+        if path.exists():
+            os.utime(path, ns=(old + n, old + n))
+    os.utime(root / "plainlink-dangling", ns=(old, old), follow_symlinks=False)
+    os.utime(root, ns=(old, old))
+
+
+def attributes(root: Path) -> dict[str, tuple[int, int, int, int]]:
+    """(mode, uid, gid, mtime_ns) of every folder, file and symlink under root and of root itself."""
+    out = {".": _attrs(root.lstat())}
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder)
+        for name in files + dirs:
+            path = base / name
+            out[str(path.relative_to(root))] = _attrs(path.lstat())
+    return out
+
+
+def _attrs(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns)
 
 
 def tree(root: Path) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from homelab.backup import context, drill, restore, run_backup, status
 from homelab.backup.zfs import open_snapshot
 from homelab.cli.backup import backup_app
-from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, fill, tree
+from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, attributes, fill, tree
 
 pytestmark = pytest.mark.real
 
@@ -27,24 +27,35 @@ class Clock:
 
 
 def test_round_trip_manifest_equal_and_remote_opaque(lab, tmp_path: Path) -> None:
-    fill(lab.data, small=1000, large=2, large_size=3 << 20, sparse=16 << 20)
+    fill(lab.data, small=10_000, large=2, large_size=3 << 20, sparse=16 << 20)
     ctx = context(lab.loaded, state_dir=lab.state)
     assert any("backup-crypt-password" in n for n in ctx.notes)  # generated, and the user is told
     report = run_backup(ctx)
     record = report.record
     assert record["result"] == "success"
     (entry,) = record["datasets"]
-    assert entry["transferred_files"] == entry["checked_files"] == entry["files"] > 1000
+    assert entry["transferred_files"] == entry["checked_files"] == entry["files"] > 10_000
 
     with open_snapshot(lab.dataset, record["snapshot"], tmp_path / "mnt") as snap:
-        expected = tree(snap)
+        expected, expected_attributes = tree(snap), attributes(snap)
     restored = tmp_path / "restored"
-    restore(ctx, KEY, restored)
+    result = restore(ctx, KEY, restored)
     got = tree(restored)
     lost = set(expected) - set(got)
     mismatched = [k for k in expected if k in got and got[k] != expected[k]]
     assert (lost, mismatched, set(got) - set(expected)) == (set(), [], set())
-    assert len(expected) > 1000
+    assert len(expected) > 10_000
+    # owners, modes (setgid, sticky, 0600), mtimes of files, folders, symlinks and the root; empty folders
+    assert result["owners"] == "restored"
+    assert attributes(restored) == expected_attributes
+    assert (restored / "plainempty-dir").is_dir()
+
+    # a new machine: no state folder, the listing comes from the remote (encrypted under meta/)
+    fresh = context(lab.loaded, state_dir=tmp_path / "fresh-state")
+    elsewhere = tmp_path / "elsewhere"
+    restore(fresh, KEY, elsewhere, subpath="plaindir-01")
+    want = {k: v for k, v in expected_attributes.items() if k.startswith("plaindir-01")}
+    assert {k: v for k, v in attributes(elsewhere).items() if k != "."} == want
 
     # the remote holds no plaintext: not a name, not the canary
     blob_names = [str(p.relative_to(lab.remote)) for p in lab.remote.rglob("*")]
