@@ -227,8 +227,11 @@ def parse_log(log: Path, returncode: int) -> Result:
 
 def _tail(log: Path, stop: threading.Event, progress: Callable[[Stats], None]) -> None:
     position = 0
-    while not stop.wait(0.5):
+    while True:
+        stopped = stop.wait(0.5)  # one more read after the stop: the final stats line says 100 %
         if not log.exists():
+            if stopped:
+                return
             continue
         with log.open(encoding="utf-8", errors="replace") as handle:
             handle.seek(position)
@@ -240,6 +243,8 @@ def _tail(log: Path, stop: threading.Event, progress: Callable[[Stats], None]) -
                 last = _stats(json.loads(line)) or last
         if last:
             progress(last)
+        if stopped:
+            return
 
 
 class Progress:
@@ -251,6 +256,7 @@ class Progress:
         self.interactive = self.stream.isatty() if interactive is None else interactive
         self.every = every
         self._last = 0.0
+        self._pending = ""  # a plain line not written yet because the last one is too recent
 
     def __call__(self, stats: Stats) -> None:
         total = max(stats.total_bytes, 1)
@@ -265,13 +271,17 @@ class Progress:
             self.stream.flush()
         elif time.monotonic() - self._last >= self.every:
             self._last = time.monotonic()
+            self._pending = ""
             self.stream.write(text + "\n")
             self.stream.flush()
+        else:
+            self._pending = text
 
     def done(self) -> None:
-        if self.interactive:
-            self.stream.write("\n")
-            self.stream.flush()
+        """End the bar's line; in plain mode, write the final state if it was held back."""
+        ending = "\n" if self.interactive else (self._pending + "\n" if self._pending else "")
+        self.stream.write(ending)
+        self.stream.flush()
 
 
 def _human(n: float) -> str:

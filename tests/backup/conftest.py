@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,12 @@ def make_lab(make_pool, tmp_path: Path, remote: Path | None = None) -> Lab:
     return Lab(loaded, config, Path(d.path), d.name, remote, tmp_path / "state")
 
 
+def cli_argv(lab: Lab, *args: str) -> list[str]:
+    """`homelab backup ARGS` on the lab's config and state folder, as a separate process."""
+    code = "from homelab.cli.backup import backup_app; backup_app(prog_name='homelab backup')"
+    return [sys.executable, "-c", code, *args, "--config", str(lab.config), "--state-dir", str(lab.state)]
+
+
 def fill(
     root: Path, small: int = 200, large: int = 1, large_size: int = 2 << 20, sparse: int = 8 << 20, seed: int = 1
 ) -> None:
@@ -79,13 +86,13 @@ def fill(
 
 def dress(root: Path) -> None:
     """Owners, modes and times a restore must bring back: an app's uid, private files, setgid, old mtimes."""
-    os.chmod(root / "plaincanary.txt", 0o600)
+    (root / "plaincanary.txt").chmod(0o600)
     os.chown(root / "plaincanary.txt", 1000, 1000)
-    os.chmod(root / "plaindir-01", 0o2750)
+    (root / "plaindir-01").chmod(0o2750)
     os.chown(root / "plaindir-01", 1000, 33)
-    os.chmod(root / "plaindir-00" / "plainsub-0", 0o700)
+    (root / "plaindir-00" / "plainsub-0").chmod(0o700)
     (root / "plainempty-dir").mkdir(mode=0o755)
-    os.chmod(root / "plainempty-dir", 0o1777)
+    (root / "plainempty-dir").chmod(0o1777)
     os.chown(root / "plainlink-relative", 1000, 1000, follow_symlinks=False)
     old = 1_500_000_000_123_456_789
     for n, path in enumerate([root / "plaindir-01", root / "plainempty-dir", root / "plainlarge-0.bin"]):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from homelab.backup import BackupError, context, restore, run_backup, verify
 from homelab.backup.zfs import open_snapshot
-from tests.backup.conftest import KEY, Lab, fill, make_lab, tree
+from tests.backup.conftest import KEY, Lab, cli_argv, fill, make_lab, tree
 
 pytestmark = pytest.mark.real
 
@@ -44,9 +43,8 @@ def _remote_bytes(remote: Path) -> int:
 
 
 def _cli(lab: Lab, *args: str, env: dict | None = None) -> subprocess.Popen:
-    code = "from homelab.cli.backup import backup_app; backup_app(prog_name='homelab backup')"
     return subprocess.Popen(
-        [sys.executable, "-c", code, *args, "--config", str(lab.config), "--state-dir", str(lab.state)],
+        cli_argv(lab, *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -1,0 +1,53 @@
+"""A progress bar on a terminal, plain lines otherwise (`homelab backup run` on a pty and on a pipe)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+
+import pytest
+
+from tests.backup.conftest import Lab, cli_argv, fill
+
+pytestmark = pytest.mark.real
+
+SLOW = {"RCLONE_BWLIMIT": "4M"}  # ~3 s for the fixture, so rclone reports stats more than once
+
+
+def _on_a_terminal(lab: Lab) -> str:
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        cli_argv(lab, "run"), stdin=follower, stdout=follower, stderr=follower, env={**os.environ, **SLOW}
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(120) == 0, b"".join(chunks).decode(errors="replace")
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_bar_on_a_terminal_plain_lines_on_a_pipe(lab: Lab) -> None:
+    fill(lab.data, small=20, large=3, large_size=4 << 20, sparse=1 << 20)
+    shown = _on_a_terminal(lab)
+    redraws = [part for part in shown.split("\r") if part.startswith("[")]
+    assert len(redraws) >= 2, shown  # the bar is redrawn in place
+    assert redraws[-1].startswith("[" + "#" * 30 + "] rstudio/home -> offsite: 100%"), redraws[-1]
+    assert "success" in shown
+
+    (lab.data / "plainlarge-0.bin").write_bytes(os.urandom(6 << 20))  # something to upload again
+    piped = subprocess.run(
+        cli_argv(lab, "run"), capture_output=True, text=True, env={**os.environ, **SLOW}, timeout=120, check=False
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert "\r" not in piped.stdout + piped.stderr and "[#" not in piped.stderr
+    lines = [line for line in piped.stderr.splitlines() if line.startswith("rstudio/home -> offsite:")]
+    assert lines and lines[-1].startswith("rstudio/home -> offsite: 100%"), piped.stderr
