@@ -55,7 +55,7 @@ def default_state_dir(loaded: LoadedConfig) -> Path:
     explicit = os.environ.get(STATE_ENV)
     if explicit:
         return Path(explicit)
-    return Path(loaded.config.storage.mountpoint) / ".homelab" / "backup"
+    return Path(loaded.config.backup_state_dir)
 
 
 def _secret(loaded: LoadedConfig, named: str | None, generated: str, notes: list[str]) -> str:

@@ -23,9 +23,7 @@ DatasetOption = Annotated[list[str] | None, typer.Option("--dataset", "-d", help
 RemoteOption = Annotated[str | None, typer.Option("--remote", help="Only this remote (default: all).")]
 StateOption = Annotated[
     Path | None,
-    typer.Option(
-        "--state-dir", envvar="HOMELAB_BACKUP_STATE", help="Records folder (default <mountpoint>/.homelab/backup)."
-    ),
+    typer.Option("--state-dir", envvar="HOMELAB_BACKUP_STATE", help="Records folder (default: backup.state_dir)."),
 ]
 
 
@@ -91,6 +89,7 @@ def restore_cmd(
     with handled():
         result = restore(_ctx(config, state_dir, remote), dataset, to, at=when, subpath=path)
     typer.echo(f"restored {result['files']} files of {result['dataset']} ({result['as_of']}) into {to}")
+    typer.echo(f"modes and mtimes of {result['metadata']} entries applied; owners {result['owners']}")
 
 
 @backup_app.command("drill")
@@ -192,5 +191,3 @@ def schedule_install(
     with handled():
         for path in install(load(config), unit_dir, enable=enable):
             typer.echo(f"wrote {path}")
-
-

@@ -80,6 +80,12 @@ def _timezone(value: str) -> str:
     return value
 
 
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} must be an absolute path")
+    return value
+
+
 def _oncalendar(value: str) -> str:
     if not _ONCALENDAR_RE.match(value):
         raise ValueError(f"{value!r} is not a systemd OnCalendar expression (e.g. '*-*-* 03:00:00')")
@@ -96,6 +102,7 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 Image = Annotated[str, AfterValidator(_image)]
 Timezone = Annotated[str, AfterValidator(_timezone)]
 OnCalendar = Annotated[str, AfterValidator(_oncalendar)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Id = Annotated[int, Field(ge=0, le=2**31 - 1)]
 # A path to a file holding one secret, relative to homelab.yaml. Checked at load: exists, not world-readable.
@@ -311,6 +318,11 @@ class Backup(Model):
         None, description="Secret file with the crypt password; generated (back it up!) when absent."
     )
     crypt_salt_file: SecretFile | None = Field(None, description="Secret file with the crypt salt; generated too.")
+    state_dir: AbsolutePath | None = Field(
+        None,
+        description="Run records, file listings and the rclone config (0600); collectd reads "
+        "<remote>.last_success here. Default: <storage.mountpoint>/.homelab/backup.",
+    )
 
     @model_validator(mode="after")
     def _remote_present(self) -> Backup:
@@ -332,6 +344,12 @@ class Config(Model):
     images: dict[str, Image] = Field(
         default_factory=dict, description="Image override per service (e.g. traefik: traefik:v3.7.15)."
     )
+
+    @property
+    def backup_state_dir(self) -> str:
+        """Where backups keep their records; the monitoring stack reads the last success from there."""
+        explicit = self.backup.state_dir if self.backup else None
+        return explicit or f"{self.storage.mountpoint.rstrip('/')}/.homelab/backup"
 
     def published_ports(self) -> list[tuple[str, int]]:
         ports = [("edge.http_port", self.edge.http_port), ("edge.https_port", self.edge.https_port)]

@@ -117,7 +117,7 @@ def backup_status_script(plan: Plan) -> str:
         "collectd-backup-status.sh.j2",
         host=plan.config.server.hostname,
         interval=plan.config.monitoring.interval,
-        status_dir=f"{plan.config.storage.mountpoint.rstrip('/')}/.homelab/backup",
+        status_dir=plan.config.backup_state_dir,
     )
 
 

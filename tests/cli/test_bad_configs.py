@@ -41,6 +41,7 @@ EXPECTED = {
         "use challenge 'http', not 'tls'"
     ),
     "dns-without-provider": "homelab.yaml:6: domain.acme: challenge 'dns' needs dns_provider",
+    "relative-backup-state-dir": "homelab.yaml:13: backup.state_dir: 'backup-state' must be an absolute path",
 }
 
 
