@@ -2,7 +2,8 @@
 
 A run, per dataset and remote: snapshot -> read it (`.zfs/snapshot` or a read-only clone) -> `rclone sync`
 to `<crypt>:current/<app>/<role>` with `--backup-dir <crypt>:archive/<run>/<app>/<role>` (what a run
-replaces or deletes is kept there) -> `cryptcheck` of the objects this run wrote -> a JSON record ->
+replaces or deletes is kept there) -> `cryptcheck` of the objects this run wrote, batch by batch while
+the sync writes the rest -> the snapshot's listing (owners, modes, mtimes) -> a JSON record ->
 prune snapshots by the retention policy. Leftover `.partial` uploads of an interrupted run are removed
 first. `verify` cryptchecks everything against the snapshot of the last successful run.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import os
 import random
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -268,6 +271,7 @@ def _sync_one(
     archive = ctx.remote_path(remote, "archive", run_id, d.key)
     label = f"{run_id}-{remote}-{d.key.replace('/', '_')}"
     reporter = progress(f"{d.key} -> {remote}") if progress else None
+    checker = _CheckAsWritten(ctx, source, dst, label)
     sync = ctx.rclone.logged(
         [
             "sync",
@@ -284,7 +288,9 @@ def _sync_one(
         ],
         f"{label}-sync",
         reporter,
+        on_copied=checker.add,
     )
+    check = checker.finish(sync.copied)
     if reporter is not None and hasattr(reporter, "done"):
         reporter.done()
     entry: dict[str, Any] = {
@@ -300,14 +306,59 @@ def _sync_one(
     if not sync.ok:
         entry.update(result="failed", error=_why(sync, "sync"))
         return entry
-    if sync.copied:
-        listing = ctx.state.logs / f"{label}-written.txt"
-        listing.write_text("".join(f"{name}\n" for name in sync.copied), encoding="utf-8")
-        check = _cryptcheck(ctx, source, dst, f"{label}-check", files_from=listing)
-        entry["checked_files"] = check.matched
-        if check.problems:
-            entry.update(result="failed", error="cryptcheck: " + "; ".join(check.problems[:10]))
+    entry["checked_files"] = check.matched
+    if check.problems:
+        entry.update(result="failed", error="cryptcheck: " + "; ".join(check.problems[:10]))
     return entry
+
+
+class _CheckAsWritten:
+    """cryptcheck the objects a sync has finished writing while it writes the others.
+
+    Each batch is what was written since the previous batch started, so on a slow uplink the check costs
+    no wall time, and the last batch is small. `finish` checks the rest and returns the merged result.
+    """
+
+    def __init__(self, ctx: Context, source: Path, dst: str, label: str):
+        self.ctx, self.source, self.dst, self.label = ctx, source, dst, label
+        self.result = CheckResult(0, [], [], [], [])
+        self._pending: list[str] = []
+        self._seen: set[str] = set()
+        self._finished = False
+        self._ready = threading.Condition()
+        self._worker = threading.Thread(target=self._work, daemon=True)
+        self._worker.start()
+
+    def add(self, name: str) -> None:
+        with self._ready:
+            if name not in self._seen:
+                self._seen.add(name)
+                self._pending.append(name)
+                self._ready.notify()
+
+    def finish(self, written: list[str]) -> CheckResult:
+        for name in written:  # the sync's own log, read whole: nothing the tail missed goes unchecked
+            self.add(name)
+        with self._ready:
+            self._finished = True
+            self._ready.notify()
+        self._worker.join()
+        return self.result
+
+    def _work(self) -> None:
+        for n in itertools.count(1):
+            with self._ready:
+                while not self._pending and not self._finished:
+                    self._ready.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+            listing = self.ctx.state.logs / f"{self.label}-written-{n}.txt"
+            listing.write_text("".join(f"{name}\n" for name in batch), encoding="utf-8")
+            try:
+                self.result.absorb(_cryptcheck(self.ctx, self.source, self.dst, f"{self.label}-check-{n}", listing))
+            except Exception as exc:  # reported as a check error, never lost in the thread
+                self.result.errors.append(f"cryptcheck could not run: {exc}")
 
 
 def _upload_tree(
@@ -363,6 +414,13 @@ class CheckResult:
     missing: list[str]
     extra: list[str]
     errors: list[str]
+
+    def absorb(self, other: CheckResult) -> None:
+        self.matched += other.matched
+        self.differ += other.differ
+        self.missing += other.missing
+        self.extra += other.extra
+        self.errors += other.errors
 
     @property
     def problems(self) -> list[str]:

@@ -138,8 +138,15 @@ class Rclone:
             raise BackupError(f"rclone {args[0]} failed (exit {proc.returncode}): " + " | ".join(tail))
         return proc.stdout
 
-    def logged(self, args: Sequence[str], label: str, progress: Callable[[Stats], None] | None = None) -> Result:
-        """Run a long command with a JSON log file; report stats while it runs; parse errors and copies."""
+    def logged(
+        self,
+        args: Sequence[str],
+        label: str,
+        progress: Callable[[Stats], None] | None = None,
+        on_copied: Callable[[str], None] | None = None,
+    ) -> Result:
+        """Run a long command with a JSON log file; while it runs, report stats and each object it finished
+        writing; afterwards parse errors and copies."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{label}.log"
         log.unlink(missing_ok=True)
@@ -157,15 +164,15 @@ class Rclone:
         ]
         stop = threading.Event()
         watcher = None
-        if progress:
-            watcher = threading.Thread(target=_tail, args=(log, stop, progress), daemon=True)
+        if progress or on_copied:
+            watcher = threading.Thread(target=_tail, args=(log, stop, progress, on_copied), daemon=True)
             watcher.start()
         try:
             proc = process.run(self.base(*argv), check=False, redactions=self.redactions)
         finally:
             stop.set()
             if watcher:
-                watcher.join(5)
+                watcher.join()
         result = parse_log(log, proc.returncode)
         if proc.returncode != 0 and not result.errors:
             detail = process.redact((proc.stderr or proc.stdout or "").strip(), self.redactions)
@@ -220,28 +227,49 @@ def parse_log(log: Path, returncode: int) -> Result:
         obj = entry.get("object")
         if level in ("error", "critical"):
             errors.append(f"{obj}: {msg}" if obj else msg)
-        elif level == "info" and obj and msg.startswith("Copied"):
-            copied.append(str(obj))
+        elif name := _copied(entry):
+            copied.append(name)
     return Result(returncode == 0 and not errors, returncode, stats, errors, copied)
 
 
-def _tail(log: Path, stop: threading.Event, progress: Callable[[Stats], None]) -> None:
-    position = 0
+def _copied(entry: dict) -> str | None:
+    """The object a log entry says was written completely (rclone logs it after the rename from .partial)."""
+    obj = entry.get("object")
+    if entry.get("level") == "info" and obj and str(entry.get("msg", "")).startswith("Copied"):
+        return str(obj)
+    return None
+
+
+def _tail(
+    log: Path,
+    stop: threading.Event,
+    progress: Callable[[Stats], None] | None,
+    on_copied: Callable[[str], None] | None,
+) -> None:
+    position, partial = 0, b""
     while True:
         stopped = stop.wait(0.5)  # one more read after the stop: the final stats line says 100 %
         if not log.exists():
             if stopped:
                 return
             continue
-        with log.open(encoding="utf-8", errors="replace") as handle:
+        with log.open("rb") as handle:  # bytes: a read may end inside a line, even inside a UTF-8 character
             handle.seek(position)
-            chunk = handle.read()
+            chunk = partial + handle.read()
             position = handle.tell()
+        lines = chunk.split(b"\n")
+        partial = lines.pop()  # a line rclone has not finished writing
         last = None
-        for line in chunk.splitlines():
+        for line in lines:
             with contextlib.suppress(ValueError):
-                last = _stats(json.loads(line)) or last
-        if last:
+                entry = json.loads(line.decode("utf-8", errors="replace"))
+                if not isinstance(entry, dict):
+                    continue
+                last = _stats(entry) or last
+                name = _copied(entry) if on_copied else None
+                if name:
+                    on_copied(name)
+        if last and progress:
             progress(last)
         if stopped:
             return

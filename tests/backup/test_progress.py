@@ -1,10 +1,14 @@
-"""A progress bar on a terminal, plain lines otherwise (`homelab backup run` on a pty and on a pipe)."""
+"""Runs that take a while: a progress bar on a terminal, plain lines on a pipe, objects cryptchecked as
+soon as they are written (while the sync is still uploading others)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +55,23 @@ def test_bar_on_a_terminal_plain_lines_on_a_pipe(lab: Lab) -> None:
     assert "\r" not in piped.stdout + piped.stderr and "[#" not in piped.stderr
     lines = [line for line in piped.stderr.splitlines() if line.startswith("rstudio/home -> offsite:")]
     assert lines and lines[-1].startswith("rstudio/home -> offsite: 100%"), piped.stderr
+
+
+def _times(log: Path) -> list[datetime]:
+    return [datetime.fromisoformat(json.loads(line)["time"]) for line in log.read_text().splitlines() if line]
+
+
+def test_written_objects_are_checked_while_the_sync_runs(lab: Lab) -> None:
+    fill(lab.data, small=20, large=4, large_size=3 << 20, sparse=1 << 20)
+    proc = subprocess.run(
+        cli_argv(lab, "run"), capture_output=True, text=True, env={**os.environ, **SLOW}, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    (record,) = [json.loads(p.read_text()) for p in (lab.state / "runs").glob("*.json")]
+    (entry,) = record["datasets"]
+    assert entry["checked_files"] == entry["transferred_files"] == entry["files"]
+    logs = lab.state / "private" / "logs"
+    (sync,) = logs.glob("*-sync.log")
+    batches = sorted(logs.glob("*-check-*.log"))
+    assert len(batches) >= 2, batches
+    assert min(_times(batches[0])) < max(_times(sync)), "the first check batch began before the sync ended"
