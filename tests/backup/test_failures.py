@@ -144,3 +144,13 @@ def test_full_remote_fails_naming_enospc(make_pool, tmp_path: Path, full_remote:
     assert status.returncode == 1 and "failed" in text
     with pytest.raises(BackupError):
         verify(ctx)  # no successful backup to check against
+
+
+def test_a_clone_in_use_by_another_reader_does_not_fail_the_next_run(lab, tmp_path: Path) -> None:
+    fill(lab.data, small=10, large=0, sparse=1 << 20)
+    ctx = context(lab.loaded, state_dir=lab.state)
+    first = run_backup(ctx).record
+    # a verify or drill of the last snapshot is reading its clone right now (zfs-fuse has no .zfs dir)
+    with open_snapshot(lab.dataset, first["snapshot"], tmp_path / "mnt") as snap, (snap / "plaincanary.txt").open("rb"):
+        assert run_backup(ctx).record["result"] == "success"
+        assert (snap / "plaincanary.txt").exists()  # left alone, not destroyed under the reader
