@@ -405,7 +405,7 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):  # ty
 
 @pytest.fixture(scope="session")
 def world(engine, pebble, images):  # type: ignore[no-untyped-def]
-    return engine, pebble[0], images
+    return engine, pebble[0], {service: tag for service, tag in images.items() if service != standins.SICK}
 
 
 def make_deployment(base: Path, world, apps: dict[str, dict], **kwargs) -> Deployment:  # type: ignore[no-untyped-def]

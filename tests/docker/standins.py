@@ -140,14 +140,21 @@ def socket_proxy_image(workdir: Path) -> str:
 APP_SERVICES = ("plex", "nextcloud", "cron", "db", "redis", "gitea", "jenkins", "rstudio", "ddclient")
 
 
+SICK = "sick"  # key of the never-healthy app image in build_all's answer (not a catalog service)
+
+
 def build_all(workdir: Path, traefik_binary: str, pebble_cert: Path) -> dict[str, str]:
-    """Build every image (in parallel); returns the `images:` overrides for homelab.yaml."""
-    with ThreadPoolExecutor(3) as pool:
+    """Build every image once, in parallel: the `images:` overrides for homelab.yaml, plus under SICK
+    the never-healthy app image of the health-gate test (built here, alongside the others, rather
+    than on its own in that test's setup)."""
+    with ThreadPoolExecutor(4) as pool:
         traefik = pool.submit(traefik_image, workdir, traefik_binary, pebble_cert)
         proxy = pool.submit(socket_proxy_image, workdir)
         app = pool.submit(app_image, workdir)
+        sick = pool.submit(app_image, workdir, sick=True)
         images = {"traefik": traefik.result(), "socket-proxy": proxy.result()}
         images.update({service: app.result() for service in APP_SERVICES})
+        images[SICK] = sick.result()
     return images
 
 

@@ -7,22 +7,21 @@ import time
 
 import pytest
 import standins
-from dockerlab import make_deployment
+from dockerlab import make_deployment, remove_homelab_resources
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def sick_lab(world, tmp_path_factory):  # type: ignore[no-untyped-def]
-    sick = standins.app_image(tmp_path_factory.mktemp("sick"), sick=True)
+def sick_lab(world, images, tmp_path_factory):  # type: ignore[no-untyped-def]
     lab = make_deployment(
         tmp_path_factory.mktemp("sick-lab"),
         world,
         {"nextcloud": {"subdomain": "cloud"}, "rstudio": {}},
-        extra_images={"db": sick},
+        extra_images={"db": images[standins.SICK]},
     )
     yield lab
-    lab.homelab("down", check=False)
+    remove_homelab_resources()  # `down` is proven in test_up; here only the cleanup matters
 
 
 def test_unhealthy_service_fails_up_and_blocks_dependents(sick_lab) -> None:  # type: ignore[no-untyped-def]

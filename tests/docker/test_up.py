@@ -14,7 +14,7 @@ import time
 
 import pytest
 import yaml
-from dockerlab import free_port, http_get, https_get, make_deployment, wait_for
+from dockerlab import free_port, http_get, https_get, make_deployment, remove_homelab_resources, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -42,7 +42,7 @@ def lab(world, tmp_path_factory):  # type: ignore[no-untyped-def]
     deployment.first_up = deployment.up("--timeout", "120")  # type: ignore[attr-defined]
     deployment.first_up_seconds = time.monotonic() - began  # type: ignore[attr-defined]
     yield deployment
-    deployment.homelab("down", check=False)
+    remove_homelab_resources()  # `homelab down` is proven in test_data_survives_down_and_up
 
 
 def _serving(lab, host: str):  # type: ignore[no-untyped-def]
