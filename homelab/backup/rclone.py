@@ -23,6 +23,7 @@ from homelab.runtime import process
 
 # rclone options whose values rclone expects obscured (`rclone obscure`)
 PASSWORD_OPTIONS = frozenset({"pass", "password", "password2", "key_file_pass"})
+UNCHECKED = "hashes could not be checked"  # rclone check/cryptcheck: "N hashes could not be checked"
 ENOSPC_MARKERS = (
     "no space left on device",
     "enospc",
@@ -227,6 +228,10 @@ def parse_log(log: Path, returncode: int) -> Result:
         obj = entry.get("object")
         if level in ("error", "critical"):
             errors.append(f"{obj}: {msg}" if obj else msg)
+        elif level == "notice" and msg.endswith(UNCHECKED):
+            # check/cryptcheck exit 0 even when the remote gave no hash to compare (e.g. a WebDAV server that
+            # publishes no checksums): those objects were not verified, so this is a failure, not a match
+            errors.append(f"{obj}: {msg} (the remote gave no hash for them)" if obj else msg)
         elif name := _copied(entry):
             copied.append(name)
     return Result(returncode == 0 and not errors, returncode, stats, errors, copied)
