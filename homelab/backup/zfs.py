@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,6 +98,10 @@ def open_snapshot(dataset: str, name: str, mount_base: Path) -> Iterator[Path]:
     try:
         yield target
     finally:
-        process.run(["zfs", "destroy", clone], check=False, timeout=120)
+        for _ in range(20):  # zfs-fuse says "busy" for a moment after the last reader closed its files
+            destroyed = process.run(["zfs", "destroy", clone], check=False, timeout=120)
+            if destroyed.returncode == 0 or "busy" not in destroyed.stderr:
+                break
+            time.sleep(0.25)
         with contextlib.suppress(OSError):
             target.rmdir()
