@@ -18,6 +18,7 @@ import random
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ GENERATED_PASSWORD = "secrets/backup-crypt-password"  # noqa: S105 - a path, not
 GENERATED_SALT = "secrets/backup-crypt-salt"
 FULL_DRILL_EVERY = timedelta(days=30)
 PARTIAL_GLOB = "*.????????.partial"
+CHECK_BATCH_FILES = 2000  # objects written before a check batch starts...
+CHECK_BATCH_WAIT = 5.0  # ...or seconds since the first of them was written
 
 Clock = Callable[[], datetime]
 
@@ -350,6 +353,13 @@ class _CheckAsWritten:
             with self._ready:
                 while not self._pending and not self._finished:
                     self._ready.wait()
+                # each cryptcheck costs a start-up and a listing: wait for a batch worth it, but not long
+                deadline = time.monotonic() + CHECK_BATCH_WAIT
+                while not self._finished and len(self._pending) < CHECK_BATCH_FILES:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._ready.wait(left)
                 if not self._pending:
                     return
                 batch, self._pending = self._pending, []

@@ -98,10 +98,10 @@ def open_snapshot(dataset: str, name: str, mount_base: Path) -> Iterator[Path]:
     try:
         yield target
     finally:
-        for _ in range(20):  # zfs-fuse says "busy" for a moment after the last reader closed its files
+        for _ in range(100):  # zfs-fuse says "busy" for a moment after the last reader closed its files
             destroyed = process.run(["zfs", "destroy", clone], check=False, timeout=120)
             if destroyed.returncode == 0 or "busy" not in destroyed.stderr:
                 break
-            time.sleep(0.25)
+            time.sleep(0.05)
         with contextlib.suppress(OSError):
             target.rmdir()
