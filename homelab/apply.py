@@ -381,14 +381,21 @@ def apply(
 
 
 def _wait_healthy(docker: Docker, stack: StackPlan, deadline: float) -> list[str]:
-    """Services of the stack not running+healthy; waits while some are still starting."""
+    """Services of the stack not running+healthy (or with no container at all: compose's exit code alone
+    is not trusted); waits while some are still starting."""
     while True:
         containers = docker.containers([stack.project])
         starting = [c.service for c in containers if c.running and c.health == "starting"]
         bad = [c.service for c in containers if not c.running or c.health == "unhealthy"]
+        bad += _missing(stack, containers)
         if bad or not starting or time.monotonic() >= deadline:
             return sorted(bad + starting)
         time.sleep(1)
+
+
+def _missing(stack: StackPlan, containers: list[Container]) -> list[str]:
+    present = {c.service for c in containers}
+    return sorted({a.service for a in stack.actions if a.action != "remove"} - present)
 
 
 def diagnose(docker: Docker, stack: StackPlan, exc: Exception, seconds: float, later: list[str]) -> ApplyFailed:
@@ -398,7 +405,10 @@ def diagnose(docker: Docker, stack: StackPlan, exc: Exception, seconds: float, l
         c for c in containers if c.health in ("unhealthy", "starting") or c.state in ("exited", "dead", "restarting")
     ]
     not_started = sorted(c.service for c in containers if c.state == "created")
-    lines = []
+    lines = [
+        f"stack {stack.name}: service {name} has no container (compose created none)"
+        for name in _missing(stack, containers)
+    ]
     for c in sorted(bad, key=lambda c: (c.health != "unhealthy", c.service)):
         if c.health in ("unhealthy", "starting"):
             verdict = "is unhealthy" if c.health == "unhealthy" else f"did not become healthy within {seconds:.0f}s"
