@@ -146,6 +146,7 @@ def logs(
     from homelab.errors import ConfigError
     from homelab.plan import build_plan
     from homelab.project import default_out
+    from homelab.runtime import process
     from homelab.runtime.docker import Docker
 
     with handled():
@@ -158,5 +159,5 @@ def logs(
         docker = Docker()
         docker.check()
         directory = (out or default_out(loaded)).resolve() / stack.name
-        code = docker.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
+        code = process.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
     raise typer.Exit(code)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import subprocess
-import sys
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -197,15 +195,6 @@ class Docker:
         if follow:
             argv.append("-f")
         return [*argv, service]
-
-    def stream(self, argv: Sequence[str]) -> int:
-        """Run a command with its output going straight to the terminal (logs -f cannot be captured).
-        The one place homelab does not capture output; logged like process.run."""
-        log.debug("run: %s", shlex.join(argv))
-        try:
-            return subprocess.run(list(argv), check=False, stdout=sys.stdout, stderr=sys.stderr).returncode
-        except KeyboardInterrupt:
-            return 130
 
     # --- engine state ----------------------------------------------------------------------------
 

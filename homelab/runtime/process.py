@@ -1,4 +1,7 @@
-"""The one subprocess seam: argv lists only, secrets redacted from logs and errors."""
+"""The one subprocess seam: argv lists only, secrets redacted from logs and errors.
+
+`run` captures output; `stream` hands the terminal to the program (`logs -f`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import logging
 import os
 import shlex
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 
 from homelab.errors import CommandFailed
@@ -45,3 +49,16 @@ def run(
     if check and proc.returncode != 0:
         raise CommandFailed.from_process(proc, list(redactions))
     return proc
+
+
+def stream(argv: Sequence[str], *, redactions: Sequence[str] = ()) -> int:
+    """Run a program with its output going straight to this process's stdout/stderr (a follow cannot be
+    captured); its exit code, 130 on Ctrl-C, 127 when the program is missing."""
+    argv = [str(a) for a in argv]
+    log.debug("run: %s", redact(shlex.join(argv), redactions))
+    try:
+        return subprocess.run(argv, check=False, stdout=sys.stdout, stderr=sys.stderr).returncode
+    except FileNotFoundError:
+        return 127
+    except KeyboardInterrupt:
+        return 130
