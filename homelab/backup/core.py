@@ -40,7 +40,7 @@ GENERATED_SALT = "secrets/backup-crypt-salt"
 FULL_DRILL_EVERY = timedelta(days=30)
 PARTIAL_GLOB = "*.????????.partial"
 CHECK_BATCH_FILES = 2000  # objects written before a check batch starts...
-CHECK_BATCH_WAIT = 5.0  # ...or seconds since the first of them was written
+CHECK_BATCH_WAIT = 2.0  # ...or seconds since the first of them was written
 
 Clock = Callable[[], datetime]
 
