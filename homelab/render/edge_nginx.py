@@ -9,17 +9,53 @@ from homelab.render import Rendering, tls_policy
 from homelab.render.edge_traefik import ca_server
 from homelab.render.templating import render_template
 
-CERT_DIR = "/etc/letsencrypt/live"
+LETSENCRYPT = "/etc/letsencrypt"
+# The pairs NGINX serves, one folder per name: a self-signed placeholder until certbot's first
+# certificate for the name, then a copy of certbot's live/<name>/ (see certbot.sh.j2).
+CERT_DIR = f"{LETSENCRYPT}/edge"
 WEBROOT = "/var/www/certbot"
 HEALTH_PORT = 8081
+# The unprivileged user of the official nginx image that the worker processes run as.
+WORKER_USER = "nginx"
+# certbot waits this long after writing the placeholders before its first attempt, NGINX polls the
+# serial certbot bumps after installing certificates this often.
+FIRST_WAIT_SECONDS = 10
+RELOAD_POLL_SECONDS = 60
 
 
 def render(plan: Plan, rendering: Rendering) -> None:
     rendering.add("edge/nginx/nginx.conf", nginx_conf(plan))
+    rendering.add("edge/nginx/run.sh", nginx_run_sh(plan))
+    rendering.add("edge/certbot/certbot.sh", certbot_sh(plan))
+
+
+def certbot_sh(
+    plan: Plan,
+    config_dir: str = LETSENCRYPT,
+    edge_dir: str = CERT_DIR,
+    first_wait: int = FIRST_WAIT_SECONDS,
+    interval: str = "12h",
+) -> str:
+    """certbot's loop: placeholders, issuance, renewal, and the copy into `edge_dir` that NGINX serves.
+    The folders and the waits are parameters so a test can run the script outside the container."""
     acme = plan.config.domain.acme
-    rendering.add(
-        "edge/certbot/certbot.sh",
-        render_template("certbot.sh.j2", hosts=[r.host for r in plan.routes], email=acme.email, server=ca_server(plan)),
+    return render_template(
+        "certbot.sh.j2",
+        hosts=[r.host for r in plan.routes],
+        email=acme.email,
+        server=ca_server(plan),
+        config_dir=config_dir,
+        edge_dir=edge_dir,
+        webroot=WEBROOT,
+        first_wait=first_wait,
+        interval=interval,
+    )
+
+
+def nginx_run_sh(plan: Plan, edge_dir: str = CERT_DIR, poll_seconds: int = RELOAD_POLL_SECONDS) -> str:
+    """The NGINX container's command: wait for a pair per name, start, reload when certbot signals."""
+    return render_template(
+        "nginx-run.sh.j2", hosts=[r.host for r in plan.routes], edge_dir=edge_dir, poll_seconds=poll_seconds
     )
 
 
@@ -30,11 +66,12 @@ def nginx_conf(
     cert_dir: str = CERT_DIR,
     health_listen: str = f"127.0.0.1:{HEALTH_PORT}",
     upstreams: Mapping[str, str] | None = None,
+    worker_user: str = WORKER_USER,
 ) -> str:
-    """The listen addresses, certificate folder and upstream addresses are parameters so contract
-    tests can run the very same configuration on loopback ports with test certificates and local
-    backends. `upstreams` maps an app to `host:port`; by default each app's service name on the proxy
-    network, resolved through Docker's DNS when a request needs it."""
+    """The listen addresses, certificate folder, upstream addresses and worker user are parameters so
+    contract tests can run the very same configuration on loopback ports with test certificates, local
+    backends and a user the test machine has. `upstreams` maps an app to `host:port`; by default each
+    app's service name on the proxy network, resolved through Docker's DNS when a request needs it."""
     default_upstreams = {r.app: f"{r.service}:{r.port}" for r in plan.routes}
     return render_template(
         "nginx.conf.j2",
@@ -51,4 +88,5 @@ def nginx_conf(
         cert_dir=cert_dir,
         webroot=WEBROOT,
         health_listen=health_listen,
+        worker_user=worker_user,
     )

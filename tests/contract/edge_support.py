@@ -17,6 +17,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -481,34 +482,77 @@ def traefik_edge(
 # --- NGINX ---------------------------------------------------------------------------------------
 
 
-def nginx_config_for_test(text: str, folder: Path) -> str:
-    """Point the compiled-in writable paths (temp folders, access log) into `folder`: the only change a
-    non-container run needs besides the parameters nginx_conf() takes."""
-    for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (folder / "temp" / sub).mkdir(parents=True, exist_ok=True)
+def nginx_worker_user() -> str:
+    """An unprivileged user this machine has for the worker processes: the official image's `nginx`,
+    else Debian's `www-data`, else `nobody`."""
+    import pwd
+
+    for name in ("nginx", "www-data", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return name
+    raise AssertionError("no unprivileged user (nginx, www-data, nobody) on this machine")
+
+
+def nginx_config_for_test(text: str, folder: Path, scratch: Path) -> str:
+    """Point the compiled-in writable paths into the test: temp folders into `scratch` (which the
+    unprivileged workers must reach, so not under pytest's root-only folder), access log and pid file
+    into `folder`. The only change a non-container run needs besides the parameters nginx_conf() takes."""
     paths = "".join(
-        f"    {sub}_temp_path {folder / 'temp' / sub};\n"
-        for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        f"    {sub}_temp_path {scratch / sub};\n" for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
     assert text.count("\nhttp {\n") == 1
-    return text.replace("\nhttp {\n", f"\nhttp {{\n{paths}    access_log {folder / 'access.log'};\n", 1)
+    text = text.replace("\nhttp {\n", f"\nhttp {{\n{paths}    access_log {folder / 'access.log'};\n", 1)
+    assert text.count("\nworker_processes auto;\n") == 1
+    return text.replace("\nworker_processes auto;\n", f"\nworker_processes 2;\npid {folder / 'nginx.pid'};\n", 1)
 
 
 @contextlib.contextmanager
-def nginx_edge(plan: Plan, folder: Path, pki: LocalCA) -> Iterator[Edge]:
-    from homelab.render.edge_nginx import nginx_conf
+def scratch_folder() -> Iterator[Path]:
+    """A folder the worker user can reach (0711 under /tmp), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="homelab-nginx-"))
+    try:
+        path.chmod(0o711)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
-    nginx = program("nginx")
-    folder.mkdir(parents=True, exist_ok=True)
-    # certbot's layout and modes: live/ is root-only, private keys 0600
-    cert_dir = folder / "live"
-    cert_dir.mkdir(mode=0o700)
+
+def certbot_layout(plan: Plan, cert_dir: Path, pki: LocalCA) -> None:
+    """A test-CA pair per name in `cert_dir/<name>/`, with certbot's root-only modes (0700, keys 0600)."""
+    cert_dir.mkdir(mode=0o700, parents=True)
     for route in plan.routes:
         pki.leaf(route.host)
         shutil.copytree(pki.folder / route.host, cert_dir / route.host)
         (cert_dir / route.host).chmod(0o700)
+
+
+def worker_users(master_pid: int) -> list[str]:
+    """The user of each `nginx: worker process` whose parent is `master_pid`, as `ps` reports it."""
+    listing = subprocess.run(
+        ["ps", "-o", "user=,args=", "--ppid", str(master_pid)], capture_output=True, text=True, check=False
+    ).stdout
+    return [line.split()[0] for line in listing.splitlines() if "nginx: worker process" in line]
+
+
+@contextlib.contextmanager
+def nginx_edge(
+    plan: Plan, folder: Path, pki: LocalCA, run_script: str | None = None, cert_dir: Path | None = None
+) -> Iterator[Edge]:
+    """The real nginx with the rendered config on loopback, master as root (when the tests are), workers
+    as nginx_worker_user(). Certificates: by default a test-CA pair per name in certbot's modes under
+    `folder/edge`; or, with `cert_dir`, whatever is (or will be) there. With `run_script` (the rendered
+    run.sh), that script starts nginx, through a `nginx` on PATH that adds the test's -p/-c/-e, and
+    the edge is not waited for (the script waits for certificates first)."""
+    from homelab.render.edge_nginx import nginx_conf
+
+    nginx = program("nginx")
+    folder.mkdir(parents=True, exist_ok=True)
+    if cert_dir is None:
+        cert_dir = folder / "edge"
+        certbot_layout(plan, cert_dir, pki)
     http_port, https_port, health_port = free_port(), free_port(), free_port()
-    with backends([r.app for r in plan.routes]) as backend_ports:
+    with backends([r.app for r in plan.routes]) as backend_ports, scratch_folder() as scratch:
         text = nginx_conf(
             plan,
             http_listen=f"127.0.0.1:{http_port}",
@@ -516,29 +560,36 @@ def nginx_edge(plan: Plan, folder: Path, pki: LocalCA) -> Iterator[Edge]:
             cert_dir=str(cert_dir),
             health_listen=f"127.0.0.1:{health_port}",
             upstreams={app: f"127.0.0.1:{port}" for app, port in backend_ports.items()},
+            worker_user=nginx_worker_user(),
         )
         config_file = folder / "nginx.conf"
-        config_file.write_text(nginx_config_for_test(text, folder))
+        config_file.write_text(nginx_config_for_test(text, folder, scratch))
         error_log = folder / "error.log"
         base = [nginx, "-e", str(error_log), "-p", str(folder), "-c", str(config_file)]
-        globals_ = f"pid {folder / 'nginx.pid'};"
-        test = subprocess.run([*base, "-t", "-g", globals_], capture_output=True, text=True, timeout=30)
-        assert test.returncode == 0, f"nginx -t rejected the rendered config:\n{test.stderr}"
+        extra: dict[str, Any] = {
+            "health_port": health_port,
+            "config_file": config_file,
+            "backends": backend_ports,
+            "error_log": error_log,
+            "nginx": base,
+        }
         log = folder / "nginx.out"
-        with running([*base, "-g", f"daemon off; {globals_}"], log, folder) as process:
-            edge = Edge(
-                http_port,
-                https_port,
-                pki.ca_file,
-                folder,
-                process,
-                {
-                    "health_port": health_port,
-                    "config_file": config_file,
-                    "backends": backend_ports,
-                    "error_log": error_log,
-                },
-            )
-            first = plan.routes[0]
-            wait_until(lambda: edge.https(first.host).status > 0, "nginx to serve TLS", process, error_log)
+        if run_script is None:
+            test = subprocess.run([*base, "-t"], capture_output=True, text=True, timeout=30)
+            assert test.returncode == 0, f"nginx -t rejected the rendered config:\n{test.stderr}"
+            argv = [*base, "-g", "daemon off;"]
+        else:
+            bin_dir = folder / "bin"
+            bin_dir.mkdir()
+            wrapper = bin_dir / "nginx"
+            wrapper.write_text("#!/bin/sh\nexec " + " ".join(base) + ' "$@"\n')
+            wrapper.chmod(0o755)
+            script = folder / "run.sh"
+            script.write_text(run_script)
+            argv = ["/usr/bin/env", f"PATH={bin_dir}:{os.environ['PATH']}", "/bin/sh", str(script)]
+        with running(argv, log, folder) as process:
+            edge = Edge(http_port, https_port, pki.ca_file, folder, process, extra)
+            if run_script is None:
+                first = plan.routes[0]
+                wait_until(lambda: edge.https(first.host).status > 0, "nginx to serve TLS", process, error_log)
             yield edge
