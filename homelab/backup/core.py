@@ -15,7 +15,6 @@ import hashlib
 import itertools
 import os
 import random
-import shutil
 import tempfile
 import threading
 import time
@@ -27,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from homelab.backup import retention, tree, zfs
-from homelab.backup.rclone import ENOSPC_MARKERS, BackupError, Progress, Rclone, Result, Stats, crypt_name
-from homelab.backup.state import State
+from homelab.backup.rclone import ENOSPC_MARKERS, BackupError, Rclone, Result, Stats, crypt_name
+from homelab.backup.state import State, write_json
 from homelab.config.loader import LoadedConfig
 from homelab.errors import ConfigError
 from homelab.plan import Dataset, build_plan
@@ -201,8 +200,6 @@ def run_backup(
             "error": None,
         }
         ctx.state.save_run(record)
-        from homelab.backup.state import write_json
-
         write_json(
             ctx.state.running_path,
             {"pid": os.getpid(), "run": run_id, "snapshots": {d.name: snapshot for d in datasets}},
@@ -727,22 +724,3 @@ def status(ctx: Context) -> dict[str, Any]:
     if drills:
         info["last_drill_age_days"] = round((now - _parse_iso(drills[-1]["time"])).total_seconds() / 86400, 1)
     return info
-
-
-def remove_scratch(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
-__all__ = [
-    "BackupError",
-    "Context",
-    "Progress",
-    "context",
-    "drill",
-    "prune",
-    "restore",
-    "run_backup",
-    "status",
-    "take_snapshots",
-    "verify",
-]

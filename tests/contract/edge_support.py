@@ -408,6 +408,23 @@ class Edge:
     def handshake_error(self, sni: str) -> ssl.SSLError | None:
         return tls_handshake_error(self.https_port, sni, self.ca_file)
 
+    def served_certificate(self, host: str) -> x509.Certificate:
+        """The certificate the edge presents for `host`, trusted or not."""
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        with (
+            socket.create_connection(("127.0.0.1", self.https_port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname=host) as tls,
+        ):
+            der = tls.getpeercert(binary_form=True)
+        assert der is not None
+        return x509.load_der_x509_certificate(der)
+
+
+def first_certificate(path: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificates(path.read_bytes())[0]
+
 
 def traefik_static_for_test(static: dict[str, Any], folder: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """The rendered static config with only what a loopback test must change: entry point addresses

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import ssl
 import subprocess
 import urllib.request
@@ -28,15 +27,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cryptography import x509
 
 from homelab.config.loader import load
 from homelab.plan import Plan, build_plan
 from homelab.render import edge_nginx
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, write_secret
+from tests.contract.edge_contract import CLOUD
 from tests.contract.edge_support import (
     Edge,
     LocalCA,
+    first_certificate,
     free_port,
     https,
     nginx_edge,
@@ -49,7 +49,6 @@ from tests.contract.edge_support import (
 
 pytestmark = pytest.mark.real
 
-CLOUD = "cloud.example.com"
 ISSUE_SECONDS = 45.0  # six names, one HTTP-01 validation each (~3 s apiece here)
 
 # certbot on PATH for certbot.sh: the real one with the test's folders and trust. It first waits for
@@ -128,23 +127,6 @@ def pebble(programs: dict[str, str], work: Path, api: int, mgmt: int, http_port:
         yield work / "pebble-root.pem"
 
 
-def served_certificate(edge: Edge, host: str) -> x509.Certificate:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with (
-        socket.create_connection(("127.0.0.1", edge.https_port), timeout=10) as raw,
-        context.wrap_socket(raw, server_hostname=host) as tls,
-    ):
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der)
-
-
-def first_certificate(path: Path) -> x509.Certificate:
-    return x509.load_pem_x509_certificates(path.read_bytes())[0]
-
-
 def verifies(edge: Edge, host: str, root: Path) -> bool:
     """A handshake for `host` verified against Pebble's root (LAN-only names answer 403 afterwards)."""
     try:
@@ -206,7 +188,7 @@ def test_real_certbot_against_pebble_placeholders_issue_reload_and_renewal(
                 with pebble(programs, tmp_path / "pebble", api, mgmt, edge.http_port) as root:
                     # 2. NGINX serves the placeholders, which nothing trusts
                     for host in hosts:
-                        assert served_certificate(edge, host) == placeholders[host]
+                        assert edge.served_certificate(host) == placeholders[host]
                         assert not verifies(edge, host, root)
                     if os.geteuid() == 0:
                         assert set(worker_users(master)) == {nginx_worker_user()}
@@ -233,7 +215,7 @@ def test_real_certbot_against_pebble_placeholders_issue_reload_and_renewal(
                             edge.process,
                             log,
                         )
-                        assert served_certificate(edge, host) == first_certificate(edge_dir / host / "fullchain.pem")
+                        assert edge.served_certificate(host) == first_certificate(edge_dir / host / "fullchain.pem")
                     assert (edge_dir / "serial").read_text() == "2\n"
                     reloaded = "nginx: reloaded for certificate serial {}"
                     wait_until(lambda: reloaded.format(2) in log.read_text(), "run.sh's reload", edge.process, log)
@@ -243,24 +225,24 @@ def test_real_certbot_against_pebble_placeholders_issue_reload_and_renewal(
                     assert edge.http(CLOUD, "/x").status == 301
 
                     # 4. a renewal: the loop's `certbot renew`, forced for one name
-                    before = served_certificate(edge, CLOUD)
-                    other = served_certificate(edge, "git.example.com")
+                    before = edge.served_certificate(CLOUD)
+                    other = edge.served_certificate("git.example.com")
                     force.write_text(CLOUD)
                     wait_until(
-                        lambda: served_certificate(edge, CLOUD) != before,
+                        lambda: edge.served_certificate(CLOUD) != before,
                         "the renewed certificate",
                         loop,
                         out,
                         timeout=ISSUE_SECONDS,
                     )
-                    after = served_certificate(edge, CLOUD)
+                    after = edge.served_certificate(CLOUD)
                     assert "Pebble" in after.issuer.rfc4514_string()
                     assert after.not_valid_before_utc >= before.not_valid_before_utc
                     assert after.serial_number != before.serial_number
                     assert after == first_certificate(le / "live" / CLOUD / "fullchain.pem")
                     assert (le / "archive" / CLOUD / "fullchain2.pem").exists()
                     assert verifies(edge, CLOUD, root)
-                    assert served_certificate(edge, "git.example.com") == other
+                    assert edge.served_certificate("git.example.com") == other
                     assert (edge_dir / "serial").read_text() == "3\n"
                     wait_until(lambda: reloaded.format(3) in log.read_text(), "run.sh's reload", edge.process, log)
                     assert edge.process.poll() is None and edge.process.pid == master
