@@ -393,13 +393,22 @@ def _remote_tree(ctx: Context, d: Dataset, remote: str, recorded: dict[str, Any]
     """The listing of the backup in `current/`: from the state folder, else the newest one on the remote."""
     if recorded and (ctx.state.root / recorded["manifest"]).exists():
         return ctx.state.manifest(recorded["manifest"])
-    folder = ctx.remote_path(remote, "meta", d.key)
-    names = sorted(n for n in ctx.rclone.run(["lsf", "--files-only", folder], check=False).splitlines() if n)
-    if not names:
+    listed = _remote_listings(ctx, d, remote)
+    if not listed:
         raise BackupError(f"no file listing of {d.key} on {remote} (meta/{d.key}/): owners and modes unknown")
+    return _fetch_listing(ctx, d, remote, listed[-1])
+
+
+def _remote_listings(ctx: Context, d: Dataset, remote: str) -> list[str]:
+    """The runs that left a listing of `d` on the remote (each run whose listing changed), oldest first."""
+    names = ctx.rclone.run(["lsf", "--files-only", ctx.remote_path(remote, "meta", d.key)], check=False)
+    return sorted(n.removesuffix(".json.gz") for n in names.splitlines() if n.endswith(".json.gz"))
+
+
+def _fetch_listing(ctx: Context, d: Dataset, remote: str, run_id: str) -> list[tree.Entry]:
     with tempfile.TemporaryDirectory(dir=ctx.state.root / "private") as scratch:
         local = Path(scratch) / "tree.json.gz"
-        ctx.rclone.run(["copyto", f"{folder}/{names[-1]}", str(local)])
+        ctx.rclone.run(["copyto", ctx.remote_path(remote, "meta", d.key, f"{run_id}.json.gz"), str(local)])
         return tree.loads(gzip.decompress(local.read_bytes()))
 
 
@@ -551,27 +560,27 @@ def restore(
 def _restore_at(
     ctx: Context, d: Dataset, remote: str, to: Path, at: datetime, sub: str
 ) -> tuple[dict[str, Any], list[tree.Entry]]:
-    runs = ctx.state.runs()
-    chosen = None
-    for record in runs:
-        if _parse_iso(record["start"]) <= at:
-            for entry in record.get("datasets", []):
-                if entry["key"] == d.key and entry["remote"] == remote and entry["result"] == "success":
-                    chosen = (record, entry)
-    if chosen is None:
-        raise BackupError(f"no successful backup of {d.key} to {remote} at or before {_iso(at)}")
-    record, entry = chosen
-    entries = ctx.state.manifest(entry["manifest"])
+    """Everything needed is read from the remote, so a new machine with no state folder (the pool that held
+    it lost) restores any date as well as the machine that made the backups: the newest listing at or
+    before `at` says which files existed then and their metadata; a file a later run replaced or deleted
+    sits in that run's archive (the first later archive holding it has the version of `at`), else in
+    `current/`."""
+    limit = at.astimezone(UTC).strftime(retention.STAMP)
+    older = [run_id for run_id in _remote_listings(ctx, d, remote) if run_id.split("-")[0] <= limit]
+    if not older:
+        raise BackupError(f"no backup of {d.key} on {remote} at or before {_iso(at)} (no listing in meta/{d.key}/)")
+    chosen = older[-1]
+    entries = _fetch_listing(ctx, d, remote, chosen)
     wanted = tree.rclone_names(tree.under(entries, sub))
-    # the version a later run replaced or deleted sits in that run's archive; the first later archive wins
+    archived = ctx.rclone.run(["lsf", "--dirs-only", ctx.remote_path(remote, "archive")], check=False)
     sources: dict[str, list[str]] = {}
     remaining = set(wanted)
-    for later in (r for r in runs if r["id"] > record["id"]):
+    for later in sorted(name.rstrip("/") for name in archived.splitlines() if name.rstrip("/") > chosen):
         if not remaining:
             break
-        root = ctx.remote_path(remote, "archive", later["id"], d.key)
-        listing = ctx.rclone.run(["lsf", "-R", "--files-only", root], check=False).splitlines()
-        hits = sorted(remaining & set(listing))
+        root = ctx.remote_path(remote, "archive", later, d.key)
+        found = ctx.rclone.run(["lsf", "-R", "--files-only", root], check=False).splitlines()
+        hits = sorted(remaining & set(found))
         if hits:
             sources[root] = hits
             remaining -= set(hits)
@@ -586,9 +595,9 @@ def _restore_at(
             f"restore-at-{remote}-{d.key.replace('/', '_')}",
         )
         if not result.ok:
-            raise BackupError(f"restore of {d.key} as of {record['id']} failed: {_why(result, 'copy')}")
+            raise BackupError(f"restore of {d.key} as of {chosen} failed: {_why(result, 'copy')}")
         total += result.stats.transfers
-    return {"files": total, "as_of": record["id"]}, entries
+    return {"files": total, "as_of": chosen}, entries
 
 
 # --- drill ---------------------------------------------------------------------------------------

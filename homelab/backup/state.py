@@ -59,6 +59,7 @@ class State:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "private").mkdir(mode=0o700, exist_ok=True)
         (self.root / "private").chmod(0o700)
+        self.logs.mkdir(exist_ok=True)  # rclone's logs and the file lists handed to it
 
     # --- records ---
     def runs(self) -> list[dict[str, Any]]:

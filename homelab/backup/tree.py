@@ -106,7 +106,8 @@ def apply(target: Path, entries: list[Entry]) -> Applied:
     done = Applied()
     as_root = os.geteuid() == 0
     done.owners_skipped = not as_root
-    for e in sorted(entries, key=lambda e: (-e.path.count("/"), e.kind == "d", e.path)):
+    # the root ("") is one level above the top-level entries: last of all, after any folder created in it
+    for e in sorted(entries, key=lambda e: (-(e.path.count("/") + bool(e.path)), e.kind == "d", e.path)):
         path = target / e.path if e.path else target
         if e.kind == "d" and not path.exists():
             path.mkdir(parents=True)

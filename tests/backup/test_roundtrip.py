@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from homelab.backup import context, drill, restore, run_backup, status
+from homelab.backup import BackupError, context, drill, restore, run_backup, status
 from homelab.backup.zfs import open_snapshot
 from homelab.cli.backup import backup_app
 from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, attributes, fill, tree
@@ -91,7 +91,7 @@ def test_restore_at_date_and_subpath(lab, tmp_path: Path) -> None:
     ctx = context(lab.loaded, state_dir=lab.state, clock=clock)
     first = run_backup(ctx).record
     with open_snapshot(lab.dataset, first["snapshot"], tmp_path / "mnt") as snap:
-        before = tree(snap)
+        before, before_attributes = tree(snap), attributes(snap)
     (lab.data / "plaincanary.txt").write_text("changed\n")
     (lab.data / "plaindir-01/plainsub-1/plainfile-00001.txt").unlink()
     (lab.data / "plainnew.txt").write_text("new in run 2\n")
@@ -114,6 +114,20 @@ def test_restore_at_date_and_subpath(lab, tmp_path: Path) -> None:
     assert {p.split("/")[0] for p in tree(part)} == {"plaindir-02"}
     with pytest.raises(Exception, match="not empty"):
         restore(ctx, KEY, part)
+
+    # a new machine: no state folder, only the remote (and the crypt secrets)
+    fresh = context(lab.loaded, state_dir=tmp_path / "fresh-state", clock=clock)
+    again = tmp_path / "old-again"
+    assert restore(fresh, KEY, again, at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC))["as_of"] == first["id"]
+    assert tree(again) == before
+    assert attributes(again) == before_attributes
+    second = tmp_path / "second"
+    restore(fresh, KEY, second, at=datetime(2025, 3, 2, 12, 0, tzinfo=UTC))
+    assert (second / "plainnew.txt").read_text() == "new in run 2\n"  # from run 3's archive
+    assert (second / "plaincanary.txt").read_text() == "changed\n"
+    assert not (second / "plaindir-01/plainsub-1/plainfile-00001.txt").exists()
+    with pytest.raises(BackupError, match="no backup of rstudio/home on offsite at or before 2025-02"):
+        restore(fresh, KEY, tmp_path / "too-early", at=datetime(2025, 2, 1, tzinfo=UTC))
 
 
 def test_cli_run_status_verify(lab, tmp_path: Path) -> None:

@@ -55,3 +55,19 @@ def test_not_root_keeps_owners_and_says_so(tmp_path: Path, monkeypatch: pytest.M
     assert applied.owners_skipped
     assert (target / "app" / "db.sqlite").stat().st_uid == 0  # not chowned
     assert tree.differences(entries, target) == []  # owners are not compared when not root
+
+
+def test_a_top_level_folder_created_by_apply_leaves_the_root_mtime_as_recorded(tmp_path: Path) -> None:
+    """Folders rclone does not restore (empty ones) are made by apply; the root's mtime is set after them."""
+    source = tmp_path / "source"
+    (source / "empty").mkdir(parents=True)
+    (source / "file").write_bytes(b"x")
+    for path in (source / "empty", source / "file", source):
+        os.utime(path, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    entries = tree.scan(source)
+    target = tmp_path / "target"
+    target.mkdir()
+    shutil.copy2(source / "file", target / "file")
+    assert tree.apply(target, entries).folders_created == 1
+    assert target.stat().st_mtime_ns == 1_500_000_000_000_000_000
+    assert tree.differences(entries, target) == []
