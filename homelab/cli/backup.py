@@ -141,6 +141,12 @@ def status_cmd(
         if drill
         else "last drill:   never"
     )
+    checked = info["last_verify"]
+    typer.echo(
+        f"last verify:  {checked['time']} {checked['result']}, {checked['checked']} files"
+        if checked
+        else "last verify:  never"
+    )
     if last["result"] != "success":
         raise typer.Exit(1)
 

@@ -139,8 +139,11 @@ def test_cli_run_status_verify(lab, tmp_path: Path) -> None:
     assert "backup " in result.output and "success" in result.output
     result = runner.invoke(backup_app, ["status", *args])
     assert result.exit_code == 0 and "last success:" in result.output, result.output
+    assert "last verify:  never" in result.output
     result = runner.invoke(backup_app, ["verify", *args])
     assert result.exit_code == 0, result.output
+    result = runner.invoke(backup_app, ["status", *args])
+    assert "last verify:" in result.output and " success, " in result.output.split("last verify:")[1], result.output
     target = tmp_path / "r"
     result = runner.invoke(backup_app, ["restore", KEY, "--to", str(target), *args])
     assert result.exit_code == 0, result.output
