@@ -68,7 +68,7 @@ def one_repetition(work: Path, pool: str, n: int, dataset: str) -> dict[str, flo
 
     def full() -> None:
         times["full"], report = timed(lambda: run_backup(ctx))
-        times["files"], times["bytes"] = report.record["files"], report.record["bytes"]
+        times["files"], times["bytes"] = report.record.files, report.record.bytes
 
     for step in (plain, full) if n % 2 == 0 else (full, plain):
         step()

@@ -1,8 +1,9 @@
 """The app catalog: one YAML file per app or infrastructure unit (the top-level `compose/` folder).
 
 An entry is data: its services (image, environment, mounts by dataset role, healthcheck...), the
-dataset roles it owns and their ZFS properties, the secrets it needs generated, and its route.
-`plan.py` turns entries plus the config into concrete services; options that need logic live there.
+dataset roles it owns and their ZFS properties, the secrets it needs generated or rendered, its
+route and TCP routes, and the networks its services join. `plan.py` turns entries plus the config
+into concrete services; an option that needs logic lives in the entry's hook, homelab/apps/<entry>.py.
 """
 
 from __future__ import annotations
@@ -11,10 +12,15 @@ import functools
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-APPS = ("plex", "nextcloud", "gitea", "jenkins", "rstudio")
+from homelab.config.models import Apps
+from homelab.config.resources import Resources
+from homelab.yamlio import safe_load
+
+# The apps, in the order of their config section: each has an `apps.<name>` settings model and an
+# entry compose/<name>.yaml with `app: <name>`.
+APPS = tuple(Apps.model_fields)
 
 
 class _Entry(BaseModel):
@@ -51,7 +57,10 @@ class ServiceSpec(_Entry):
     mounts: list[Mount] = Field(default_factory=list)
     ports: list[str] = Field(default_factory=list)
     tmpfs: list[str] = Field(default_factory=list)
+    read_only: bool = False  # read-only root filesystem; `tmpfs` holds what the image writes outside its mounts
     cap_add: list[str] = Field(default_factory=list)
+    cap_drop: list[str] = Field(default_factory=list)
+    resources: Resources | None = None  # every shipped service states one (tests/unit/test_resources.py)
     network_mode: str | None = None
     depends_on: list[str] = Field(default_factory=list)
     healthcheck: Healthcheck | None = None
@@ -72,6 +81,21 @@ class RouteSpec(_Entry):
     websocket: bool = False
     well_known_dav: bool = False
     lan_only: bool = False
+    max_body_setting: str | None = None  # the app setting holding the largest request body the edge accepts
+
+
+class TcpRouteSpec(_Entry):
+    """A raw TCP port the edge forwards to a service; the host port is an app setting."""
+
+    name: str  # the route is `<app>-<name>`; `{<name>_port}` in this entry's text is the host port
+    service: str
+    port: int  # inside the container
+    setting: str  # the app setting holding the host port
+
+
+# The networks a service may join: its stack's own, the edge's proxy network, or an internal one
+# the entry declares. The default (no entry in `networks`): its stack's own, plus proxy when routed.
+STANDARD_NETWORKS = ("default", "proxy")
 
 
 class CatalogEntry(_Entry):
@@ -81,7 +105,28 @@ class CatalogEntry(_Entry):
     route: RouteSpec | None = None
     datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
     generated_secrets: list[str] = Field(default_factory=list)
+    rendered_secrets: list[str] = Field(default_factory=list)  # a renderer writes them (whole config files)
+    tcp_routes: list[TcpRouteSpec] = Field(default_factory=list)
+    forwards_tcp: bool = False  # an edge whose proxy forwards the TCP routes (else each service publishes its own)
+    networks: dict[str, list[str]] = Field(default_factory=dict)  # service -> networks, instead of the default
+    internal_networks: list[str] = Field(default_factory=list)  # networks with no way out, between services
     services: dict[str, ServiceSpec]
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> CatalogEntry:
+        """Every service and network a key names exists: a typo fails when the catalog loads."""
+        named = [("route", self.route.service)] if self.route else []
+        named += [(f"tcp_routes.{t.name}", t.service) for t in self.tcp_routes]
+        named += [(f"networks.{service}", service) for service in self.networks]
+        problems = [f"{where}: no service {service!r}" for where, service in named if service not in self.services]
+        if not self.app and (self.tcp_routes or (self.route and self.route.max_body_setting)):
+            problems.append("tcp_routes and route.max_body_setting read app settings: only an app's entry has them")
+        known = {*STANDARD_NETWORKS, *self.internal_networks}
+        for service, networks in self.networks.items():
+            problems += [f"networks.{service}: unknown network {n!r}" for n in networks if n not in known]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @property
     def owner(self) -> str:
@@ -97,7 +142,7 @@ def catalog_dir() -> Path:
 @functools.cache
 def entry(name: str) -> CatalogEntry:
     path = catalog_dir() / f"{name}.yaml"
-    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data: dict[str, Any] = safe_load(path.read_text(encoding="utf-8"))
     return CatalogEntry.model_validate({"name": name, **data})
 
 

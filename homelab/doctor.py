@@ -5,16 +5,18 @@ from __future__ import annotations
 import errno
 import shutil
 import socket
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from homelab.errors import HomelabError
+from homelab.discover import drift_report
+from homelab.errors import CommandFailed, HomelabError
+from homelab.host import ACME_MODE, acme_json_path, acme_state
 from homelab.plan import Plan
-from homelab.runtime import process
-from homelab.runtime.compose import compose_command
+from homelab.runtime.docker import Docker, Engine
+from homelab.runtime.ipmi import BmcReader
+from homelab.runtime.zfs import ZFS, Zfs, ZfsCli
 
 Level = Literal["ok", "warn", "fail"]
 
@@ -26,19 +28,37 @@ class Check:
     detail: str
 
 
-def run_checks(plan: Plan, resolve: Callable[[str], None] | None = None) -> list[Check]:
-    return [*_docker(), *_ports(plan), *_hostnames(plan, resolve or _resolve), *_zfs(plan), *_acme(plan), *_disk(plan)]
+def run_checks(
+    plan: Plan,
+    resolve: Callable[[str], None] | None = None,
+    bmc: BmcReader | None = None,
+    *,
+    docker: Engine | None = None,
+    zfs: Zfs | None = None,
+) -> list[Check]:
+    from homelab.certs import preflight, status  # they build on this module's Check
+
+    checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
+    checks += [*_zfs(plan, zfs or ZfsCli()), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
+    checks += preflight.run(plan, preflight.Probe())
+    return [*checks, *status.held_checks(plan)]
 
 
-def _docker() -> Iterator[Check]:
-    proc = process.run(["docker", "version", "--format", "{{.Server.Version}}"], check=False, timeout=30)
-    if proc.returncode == 0:
-        yield Check("ok", "docker", f"engine {proc.stdout.strip()} reachable")
-    else:
-        reason = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+def _sensors(plan: Plan, bmc: BmcReader | None) -> Iterator[Check]:
+    """The BMC now against the sensor inventory (homelab/discover.py), when both exist."""
+    if bmc is not None and plan.inventory is not None:
+        for level, detail in drift_report(bmc, plan.inventory):
+            yield Check(level, "sensors", detail)
+
+
+def _docker(docker: Engine) -> Iterator[Check]:
+    try:
+        yield Check("ok", "docker", f"engine {docker.server_version()} reachable")
+    except CommandFailed as exc:
+        reason = (exc.stderr.strip().splitlines() or ["no answer"])[-1]
         yield Check("fail", "docker", f"engine not reachable: {reason}")
     try:
-        argv, version = compose_command()
+        argv, version = docker.compose_program()
         yield Check("ok", "compose", f"{' '.join(argv)} {'.'.join(map(str, version))}")
     except HomelabError as exc:
         yield Check("fail", "compose", str(exc))
@@ -71,15 +91,15 @@ def _hostnames(plan: Plan, resolve: Callable[[str], None]) -> Iterator[Check]:
             yield Check("fail", route.host, f"does not resolve ({exc}); check DNS / ddns settings")
 
 
-def _zfs(plan: Plan) -> Iterator[Check]:
-    if not shutil.which("zfs"):
-        yield Check("warn", "zfs", "zfs command not found: datasets cannot be checked or created")
+def _zfs(plan: Plan, zfs: Zfs) -> Iterator[Check]:
+    if not zfs.available():
+        yield Check("warn", ZFS, "zfs command not found: datasets cannot be checked or created")
         return
-    proc = process.run(["zfs", "list", "-H", "-o", "name"], check=False, timeout=30)
-    if proc.returncode != 0:
-        yield Check("fail", "zfs", f"zfs list failed: {proc.stderr.strip()}")
+    try:
+        present = set(zfs.names())
+    except CommandFailed as exc:
+        yield Check("fail", ZFS, f"zfs list failed: {exc.stderr.strip()}")
         return
-    present = set(proc.stdout.split())
     pool = plan.config.storage.pool
     yield Check("ok" if pool in present else "fail", f"pool {pool}", "present" if pool in present else "missing")
     missing = [d.name for d in plan.datasets if d.name not in present]
@@ -89,24 +109,17 @@ def _zfs(plan: Plan) -> Iterator[Check]:
         yield Check("ok", "datasets", f"all {len(plan.datasets)} present")
 
 
-def acme_json_path(plan: Plan) -> Path | None:
-    acme = next((d for d in plan.datasets if d.key == "edge/acme"), None)
-    return Path(acme.path) / "acme.json" if acme else None
-
-
 def _acme(plan: Plan) -> Iterator[Check]:
     path = acme_json_path(plan)
     if path is None:
         return
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
+    state = acme_state(path)
+    if state.kind == "missing":
         yield Check("warn", "acme.json", f"{path} does not exist yet (created 0600 before the edge starts)")
-        return
-    if not stat.S_ISREG(info.st_mode):
+    elif state.kind == "not-a-file":
         yield Check("fail", "acme.json", f"{path} is not a regular file (a missing bind source became a folder?)")
-    elif stat.S_IMODE(info.st_mode) != 0o600:
-        yield Check("fail", "acme.json", f"{path} has mode {stat.S_IMODE(info.st_mode):04o}; Traefik needs 0600")
+    elif state.mode != ACME_MODE:
+        yield Check("fail", "acme.json", f"{path} has mode {state.mode:04o}; Traefik needs 0600")
     else:
         yield Check("ok", "acme.json", f"{path}: regular file, 0600")
 

@@ -1,6 +1,6 @@
 """The metric catalog: one list of every series collectd will send, derived from config + profile.
 
-The same catalog decides which collectd plugins load (render/monitoring.py), the carbon storage
+The same catalog decides which collectd plugins load (render/collectd.py), the carbon storage
 schemas and aggregation, the whisper disk budget (`homelab monitor size`) and every dashboard and
 alert query, so none of them can ask for a series collectd does not send.
 
@@ -17,8 +17,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from homelab.monitoring.inventory import Limits
+
 if TYPE_CHECKING:
     from homelab.config.models import Config
+    from homelab.monitoring.inventory import Inventory
     from homelab.plan import Plan
     from homelab.profiles import Profile
 
@@ -72,6 +75,7 @@ Kind = Literal[
     "load",
     "packets_rate",
     "connections",
+    "days",
 ]
 Aggregation = Literal["average", "max", "min", "last", "sum"]
 
@@ -94,11 +98,19 @@ UNITS: dict[str, str] = {
     "load": "short",
     "packets_rate": "pps",
     "connections": "short",
+    "days": "d",
 }
 
 # Temperatures keep their peaks, fans their troughs (a fan that stopped for a minute must still show),
-# SMART counters and timestamps their latest; everything else is averaged.
-AGGREGATION: dict[str, Aggregation] = {"temperature": "max", "fanspeed": "min", "count": "max", "timestamp": "max"}
+# SMART counters and timestamps their latest, days to a certificate's expiry their lowest; everything
+# else is averaged.
+AGGREGATION: dict[str, Aggregation] = {
+    "temperature": "max",
+    "fanspeed": "min",
+    "count": "max",
+    "timestamp": "max",
+    "days": "min",
+}
 
 
 def escape(component: str) -> str:
@@ -118,6 +130,8 @@ class Series:
     ds: str | None  # data source name when the type has several
     kind: Kind
     label: str  # human name for legends and alerts
+    cpu: bool = False  # a CPU temperature
+    limits: Limits = field(default_factory=Limits)  # the sensor's own alert limits (BMC or profile)
 
     @property
     def path(self) -> str:
@@ -280,94 +294,29 @@ def whisper_size(archives: tuple[Retention, ...] | list[Retention]) -> int:
     return 16 + 12 * len(archives) + 12 * sum(a.points for a in archives)
 
 
-def build_catalog(config: Config, profile: Profile, dataset_paths: list[str] | None = None) -> Catalog:
-    """Every plugin and series for this server. `dataset_paths`: mountpoints to watch with df."""
-    mon = config.monitoring
-    host = config.server.hostname
-    plugins: list[Plugin] = []
-    series: list[Series] = []
+def build_catalog(
+    config: Config,
+    profile: Profile,
+    dataset_paths: list[str] | None = None,
+    inventory: Inventory | None = None,
+    cert_expiry: tuple[list[str], list[str]] = ([], []),
+) -> Catalog:
+    """Every plugin and series for this server. `dataset_paths`: mountpoints to watch with df. The BMC's
+    sensors come from the inventory when there is one, else from the profile. `cert_expiry`: the served
+    names and the certificate expiry program's arguments (homelab/certs/expiry.py)."""
+    from homelab.monitoring.catalog_builder import Builder
 
-    def add(plugin: str, pinst: str, type_: str, tinst: str, kind: Kind, label: str) -> None:
-        for ds in MULTI_DS.get(type_, (None,)):  # type: ignore[arg-type]
-            series.append(Series(host, plugin, pinst, type_, tinst, ds, kind, label))
-
-    # BMC over IPMI
-    if mon.ipmi.mode != "off":
-        plugins.append(Plugin("ipmi", {"mode": mon.ipmi.mode, "instance": "bmc"}, needs_hardware=True))
-        for sensor in profile.bmc.sensors:
-            add("ipmi", "", sensor.type, sensor.collectd_name, sensor.type, sensor.name)
-    # lm-sensors and ACPI thermal zones
-    if profile.lm_sensors:
-        features = [f"{s.chip}/{s.type}-{s.feature}" for s in profile.lm_sensors]
-        plugins.append(Plugin("sensors", {"sensors": features}, needs_hardware=True))
-        for s in profile.lm_sensors:
-            add("sensors", s.chip, s.type, s.feature, s.type, s.label)
-    if profile.thermal_zones:
-        plugins.append(Plugin("thermal", {"devices": list(profile.thermal_zones)}, needs_hardware=True))
-        for zone in profile.thermal_zones:
-            add("thermal", zone, "temperature", "", "temperature", zone)
-    # disks: SMART health and temperature, I/O
-    disks = list(mon.disks or profile.disks)
-    plugins.append(Plugin("smart", {"disks": disks}, needs_hardware=True))
-    for disk in disks:
-        add("smart", disk, "smart_temperature", "", "temperature", f"{disk} temperature")
-        add("smart", disk, "smart_badsectors", "", "count", f"{disk} bad sectors")
-        for attr_id, name in SMART_FAILURE_ATTRIBUTES.items():
-            series.append(
-                Series(
-                    host, "smart", disk, "smart_attribute", name, "pretty", "count", f"{disk} SMART {attr_id} {name}"
-                )
-            )
-    plugins.append(Plugin("disk", {"disks": disks}, needs_hardware=True))
-    for disk in disks:
-        add("disk", disk, "disk_octets", "", "bytes_rate", f"{disk} throughput")
-        add("disk", disk, "disk_ops", "", "ops_rate", f"{disk} operations")
-        add("disk", disk, "disk_io_time", "", "seconds", f"{disk} busy time")
-    # filesystem use per dataset mountpoint
-    mounts = sorted(set(dataset_paths or []))
-    if mounts:
-        plugins.append(Plugin("df", {"mountpoints": mounts}, needs_hardware=True))
-        for mount in mounts:
-            inst = df_instance(mount)
-            for state in ("used", "free"):
-                add("df", inst, "df_complex", state, "bytes", f"{mount} {state}")
-            add("df", inst, "percent_bytes", "used", "percent", f"{mount} used")
-    # ZFS ARC
-    plugins.append(Plugin("zfs_arc", needs_hardware=True))
-    add("zfs_arc", "", "cache_size", "arc", "bytes", "ARC size")
-    add("zfs_arc", "", "cache_size", "c", "bytes", "ARC target size")
-    add("zfs_arc", "", "cache_ratio", "arc", "ratio", "ARC hit ratio")
-    for result in ("hit", "miss"):
-        add("zfs_arc", "", "cache_result", f"demand_data-{result}", "ops_rate", f"demand data {result}s")
-    # CPU, memory, load, network, uptime
-    plugins.append(Plugin("cpu"))
-    for state in CPU_STATES:
-        add("cpu", "", "percent", state, "percent", f"CPU {state}")
-    plugins.append(Plugin("memory"))
-    for state in MEMORY_STATES:
-        add("memory", "", "memory", state, "bytes", f"memory {state}")
-    plugins.append(Plugin("load"))
-    add("load", "", "load", "", "load", "load")
-    iface = profile.network_interface
-    plugins.append(Plugin("interface", {"interfaces": [iface]}, needs_hardware=True))
-    add("interface", iface, "if_octets", "", "bytes_rate", f"{iface} traffic")
-    add("interface", iface, "if_packets", "", "packets_rate", f"{iface} packets")
-    add("interface", iface, "if_errors", "", "errors_rate", f"{iface} errors")
-    # the edge's connections (host network: collectd sees the published ports)
-    ports = [config.edge.https_port, config.edge.http_port]
-    plugins.append(Plugin("tcpconns", {"ports": ports}))
-    for port in ports:
-        for state in TCP_STATES:
-            add("tcpconns", f"{port}-local", "tcp_connections", state, "connections", f":{port} {state}")
-    plugins.append(Plugin("uptime"))
-    add("uptime", "", "uptime", "", "seconds", "uptime")
-    # the backup job's record, read by an exec program (never runs as root)
-    if config.backup is not None and config.backup.enabled:
-        remotes = sorted(config.backup.remotes)
-        plugins.append(Plugin("exec", {"backup_remotes": remotes}))
-        for remote in remotes:
-            add("backup", remote, "timestamp", "last_success", "timestamp", f"backup {remote} last success")
-    return Catalog(host, mon.interval, tuple(plugins), tuple(series), retentions(mon.interval))
+    builder = Builder(config, profile, inventory)
+    builder.bmc()
+    builder.host_sensors()
+    builder.disks()
+    builder.storage(dataset_paths or [])
+    builder.system()
+    builder.edge_and_backup(*cert_expiry)
+    interval = config.monitoring.interval
+    return Catalog(
+        config.server.hostname, interval, tuple(builder.plugins), tuple(builder.series), retentions(interval)
+    )
 
 
 def df_instance(mountpoint: str) -> str:
@@ -378,5 +327,8 @@ def df_instance(mountpoint: str) -> str:
 
 
 def catalog_for(plan: Plan) -> Catalog:
-    """The catalog of a plan: df watches every dataset's mountpoint."""
-    return build_catalog(plan.config, plan.profile, [d.path for d in plan.datasets])
+    """The catalog of a plan: df watches every dataset's mountpoint, the expiry program every served name."""
+    from homelab.certs.expiry import exec_args, served_names
+
+    certs = (served_names(plan), exec_args(plan))
+    return build_catalog(plan.config, plan.profile, [d.path for d in plan.datasets], plan.inventory, certs)

@@ -2,7 +2,7 @@
 
 Grafana is not needed: every panel of the rendered dashboards is a list of Graphite targets, and
 graphite-web's `/render?format=png` draws them. The panels come from the same catalog-driven
-dashboards the monitoring stack provisions (homelab/render/monitoring.py), so a picture shows
+dashboards the monitoring stack provisions (homelab/render/dashboards.py), so a picture shows
 exactly what the dashboard asks for.
 """
 

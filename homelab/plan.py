@@ -7,18 +7,24 @@ backup set, the same secret list becomes compose secrets and files in the secret
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from homelab.catalog import APPS, CatalogEntry, ServiceSpec, entry
+from homelab import apps
+from homelab.catalog import CatalogEntry, ServiceSpec, TcpRouteSpec, app_names, entry
 from homelab.config.loader import LoadedConfig
-from homelab.config.models import Config
+from homelab.config.models import App, Config
+from homelab.config.resources import Resources
+from homelab.layout import EDGE_STACK, PROXY_NETWORK, secret_name
+from homelab.monitoring.inventory import Inventory
+from homelab.monitoring.inventory import of_config as inventory_of
 from homelab.profiles import Profile, load_profile
 
-STACK_ORDER = ("edge", "media", "cloud", "dev", "monitoring")
-PROXY_NETWORK = "homelab-proxy"
+STACK_ORDER = (EDGE_STACK, "media", "cloud", "dev", "monitoring")
 CARBON_PORT = 2003
+SECRETS_MOUNT = "/run/secrets"  # where compose mounts a service's secrets
 
 
 @dataclass(frozen=True)
@@ -93,12 +99,14 @@ class Service:
     ports: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     tmpfs: list[str] = field(default_factory=list)
+    read_only: bool = False
     cap_add: list[str] = field(default_factory=list)
+    cap_drop: list[str] = field(default_factory=list)
+    resources: Resources | None = None
     network_mode: str | None = None
     networks: list[str] = field(default_factory=list)
     depends_on: list[str] = field(default_factory=list)
     healthcheck: dict[str, Any] | None = None
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -117,6 +125,7 @@ class Plan:
     tcp_routes: list[TcpRoute]
     datasets: list[Dataset]
     secrets: dict[str, Secret]
+    inventory: Inventory | None = None  # the sensors `homelab monitor discover` found (monitoring.inventory)
 
     def route_for(self, stack: str, service: str) -> Route | None:
         return next((r for r in self.routes if r.stack == stack and r.service == service), None)
@@ -125,62 +134,137 @@ class Plan:
         return [r for r in self.tcp_routes if r.stack == stack and r.service == service]
 
 
+@dataclass
+class AppContext:
+    """What a catalog entry's hook (homelab/apps/<entry>.py) reads and changes while the plan is built:
+    the entry's services as its catalog data made them, and the plan so far (config, profile, routes,
+    TCP routes, the secret table)."""
+
+    plan: Plan
+    entry: CatalogEntry
+    services: dict[str, Service]
+    secret_path: Callable[[str], Path]  # a secret file named in the config -> its path
+
+    @property
+    def config(self) -> Config:
+        return self.plan.config
+
+    def pass_user_secret(self, service: Service, variable: str, name: str, relative: str) -> None:
+        """Hand the user's secret file `relative` to `service` as this entry's secret `name`, its path
+        in the `variable` environment variable (never the value: it would show in `docker inspect`)."""
+        secret = secret_name(self.entry.owner, name)
+        self.plan.secrets[secret] = Secret(secret, str(self.secret_path(relative)))
+        service.secrets.append((secret, None))
+        service.environment[variable] = f"{SECRETS_MOUNT}/{secret}"
+
+    def mount_rendered_secret(self, service: Service, secret: str, target: str) -> None:
+        """Mount the secret file a renderer writes (a config holding a credential) at `target`."""
+        self.plan.secrets[secret] = Secret(secret, None)
+        service.secrets.append((secret, target))
+
+
 def _entries(config: Config) -> list[CatalogEntry]:
-    names = ["edge-traefik" if config.edge.kind == "traefik" else "edge-nginx"]
+    names = [f"edge-{config.edge.kind}"]
     if config.ddns and config.ddns.enabled:
         names.append("ddclient")
-    names += [app for app in APPS if getattr(config.apps, app).enabled]
+    names += [app for app in app_names() if getattr(config.apps, app).enabled]
     if config.monitoring.enabled:
         names.append("monitoring")
     return [entry(name) for name in names]
 
 
-def hostname_for(config: Config, label: str) -> str:
+def _hostname(config: Config, label: str) -> str:
     return f"{label}.{config.domain.name}"
 
 
 def build_plan(loaded: LoadedConfig) -> Plan:
     config = loaded.config
-    profile = load_profile(config.server.profile)
     entries = _entries(config)
-    routes = [_route(config, e) for e in entries if e.route]
-    tcp_routes = _tcp_routes(config)
-    datasets = [_dataset(config, e, role) for e in entries for role in e.datasets]
-    secrets: dict[str, Secret] = {}
-    stacks: dict[str, Stack] = {}
+    plan = Plan(
+        config=config,
+        profile=load_profile(config.server.profile),
+        stacks={},
+        routes=[_route(config, e) for e in entries if e.route],
+        tcp_routes=[_tcp_route(config, e, spec) for e in entries for spec in e.tcp_routes],
+        datasets=[_dataset(config, e, role) for e in entries for role in e.datasets],
+        secrets={},
+        inventory=inventory_of(loaded),
+    )
+    forwards_tcp = any(e.forwards_tcp for e in entries)
     for e in entries:
-        stack = stacks.setdefault(e.stack, Stack(e.stack))
-        for name in e.generated_secrets:
-            secrets[f"{e.owner}_{name}"] = Secret(f"{e.owner}_{name}", None)
-        for service_name, spec in e.services.items():
-            service = _service(config, e, service_name, spec, routes)
-            _apply_options(config, loaded, e, service, secrets)
-            stack.services[service_name] = service
-    _wire_networks(stacks, routes, config)
-    _set_secret_owners(stacks, secrets)
-    ordered = {name: stacks[name] for name in STACK_ORDER if name in stacks}
-    return Plan(config, profile, ordered, routes, tcp_routes, datasets, secrets)
+        _add_entry(plan, loaded, e, forwards_tcp=forwards_tcp)
+    _set_secret_owners(plan.stacks, plan.secrets)
+    # Dependency order (the edge first); a stack STACK_ORDER does not know comes last, in catalog order.
+    rank = {name: index for index, name in enumerate(STACK_ORDER)}
+    plan.stacks = {name: plan.stacks[name] for name in sorted(plan.stacks, key=lambda n: rank.get(n, len(rank)))}
+    return plan
 
 
-def _tcp_routes(config: Config) -> list[TcpRoute]:
-    if not config.apps.gitea.enabled:
+def _add_entry(plan: Plan, loaded: LoadedConfig, e: CatalogEntry, *, forwards_tcp: bool) -> None:
+    """The entry's services from its catalog data, then its hook; its secrets and networks."""
+    config = plan.config
+    if e.stack not in plan.stacks:
+        plan.stacks[e.stack] = _stack(e.stack, {r.stack for r in plan.routes}, config)
+    stack = plan.stacks[e.stack]
+    stack.networks.update({name: {"internal": True} for name in e.internal_networks})
+    for name in [*e.generated_secrets, *e.rendered_secrets]:
+        plan.secrets[secret_name(e.owner, name)] = Secret(secret_name(e.owner, name), None)
+    services = {name: _service(config, e, name, spec, plan.routes) for name, spec in e.services.items()}
+    for service in services.values():
+        service.networks = _networks(e, service, plan.routes)
+        if not forwards_tcp:  # the edge cannot forward them: the service publishes its TCP routes itself
+            service.ports += [f"{t.public_port}:{t.port}" for t in plan.tcp_routes_for(e.stack, service.name)]
+    customize = apps.hook(e.name)
+    if customize:
+        customize(AppContext(plan, e, services, loaded.secret_path))
+    stack.services.update(services)
+
+
+def _stack(name: str, routed: set[str], config: Config) -> Stack:
+    """A stack's own network, and the proxy network: the edge creates it, routed stacks join it."""
+    stack = Stack(name, networks={"default": {}})
+    if name == EDGE_STACK:
+        stack.networks["proxy"] = {"name": PROXY_NETWORK, "ipam": {"config": [{"subnet": config.edge.proxy_subnet}]}}
+    elif name in routed:
+        stack.networks["proxy"] = {"name": PROXY_NETWORK, "external": True}
+    return stack
+
+
+def _networks(e: CatalogEntry, service: Service, routes: list[Route]) -> list[str]:
+    """The entry's choice, else its stack's own network, plus the proxy network when routed."""
+    if service.network_mode:
         return []
-    return [TcpRoute("gitea-ssh", "dev", "gitea", config.apps.gitea.ssh_port, 2222)]
+    if service.name in e.networks:
+        return list(e.networks[service.name])
+    routed = any(r.stack == e.stack and r.service == service.name for r in routes)
+    return ["default", "proxy"] if routed else ["default"]
+
+
+def _tcp_route(config: Config, e: CatalogEntry, spec: TcpRouteSpec) -> TcpRoute:
+    public_port: int = getattr(_settings(config, e), spec.setting)
+    return TcpRoute(f"{e.owner}-{spec.name}", e.stack, spec.service, public_port, spec.port)
+
+
+def _settings(config: Config, e: CatalogEntry) -> App:
+    assert e.app, f"{e.name}: only an app's entry reads app settings"
+    settings: App = getattr(config.apps, e.app)
+    return settings
 
 
 def _route(config: Config, e: CatalogEntry) -> Route:
     assert e.route is not None
     if e.app:
-        settings = getattr(config.apps, e.app)
+        settings = _settings(config, e)
         label, lan_only = settings.subdomain or e.app, settings.lan_only or e.route.lan_only
     else:  # monitoring: Grafana is always LAN-only
         label, lan_only = config.monitoring.subdomain, True
-    max_body = config.apps.nextcloud.upload_limit if e.app == "nextcloud" else None
+    setting = e.route.max_body_setting
+    max_body: str | None = getattr(_settings(config, e), setting) if setting else None
     return Route(
         app=e.owner,
         stack=e.stack,
         service=e.route.service,
-        host=hostname_for(config, label),
+        host=_hostname(config, label),
         port=e.route.port,
         websocket=e.route.websocket,
         well_known_dav=e.route.well_known_dav,
@@ -226,7 +310,7 @@ def _placeholders(config: Config, e: CatalogEntry, routes: list[Route]) -> dict[
         "host": route.host if route else "",
         "lan_cidrs": ",".join(config.edge.lan_cidrs),
         "proxy_subnet": config.edge.proxy_subnet,
-        "ssh_port": str(config.apps.gitea.ssh_port),
+        **{f"{t.name}_port": str(getattr(_settings(config, e), t.setting)) for t in e.tcp_routes},
         "storage_mountpoint": config.storage.mountpoint,
         "carbon_port": str(CARBON_PORT),
     }
@@ -255,10 +339,9 @@ def _service(config: Config, e: CatalogEntry, name: str, spec: ServiceSpec, rout
         mounts.append(Mount(source, fill(m.target), read_only))
     secrets: list[tuple[str, str | None]] = []
     for env_var, secret in spec.secrets.items():
-        secret_name = f"{e.owner}_{secret}"
-        environment[env_var] = f"/run/secrets/{secret_name}"
-        secrets.append((secret_name, None))
-    secrets += [(f"{e.owner}_{secret}", None) for secret in spec.mount_secrets]
+        environment[env_var] = f"{SECRETS_MOUNT}/{secret_name(e.owner, secret)}"
+        secrets.append((secret_name(e.owner, secret), None))
+    secrets += [(secret_name(e.owner, secret), None) for secret in spec.mount_secrets]
     return Service(
         name=name,
         image=config.images.get(name, spec.image),
@@ -271,95 +354,19 @@ def _service(config: Config, e: CatalogEntry, name: str, spec: ServiceSpec, rout
         mounts=mounts,
         ports=[fill(p) for p in spec.ports],
         tmpfs=list(spec.tmpfs),
+        read_only=spec.read_only,
         cap_add=list(spec.cap_add),
+        cap_drop=list(spec.cap_drop),
+        resources=(spec.resources or Resources()).overridden_by(_app_resources(config, name), f"apps.{name}.resources"),
         network_mode=spec.network_mode,
         depends_on=list(spec.depends_on),
         healthcheck=spec.healthcheck.model_dump() if spec.healthcheck else None,
     )
 
 
-def _apply_options(
-    config: Config, loaded: LoadedConfig, e: CatalogEntry, service: Service, secrets: dict[str, Secret]
-) -> None:
-    """Per-app options that are logic rather than data."""
-
-    def user_secret(name: str, relative: str) -> str:
-        secret_name = f"{e.owner}_{name}"
-        secrets[secret_name] = Secret(secret_name, str(loaded.secret_path(relative)))
-        return secret_name
-
-    if service.name == "plex":
-        plex = config.apps.plex
-        if plex.transcode_device:
-            service.devices.append(f"{plex.transcode_device}:{plex.transcode_device}")
-        if plex.claim_token_file:
-            secret = user_secret("claim_token", plex.claim_token_file)
-            service.secrets.append((secret, None))
-            service.environment["PLEX_CLAIM_FILE"] = f"/run/secrets/{secret}"
-        for name, host_path in sorted(plex.media_paths.items()):
-            service.mounts.append(Mount(host_path, f"/data/{name}", True))
-    elif service.name == "nextcloud":
-        nextcloud = config.apps.nextcloud
-        service.environment["NEXTCLOUD_ADMIN_USER"] = nextcloud.admin_user
-        service.environment["PHP_UPLOAD_LIMIT"] = nextcloud.upload_limit
-    elif service.name == "gitea" and config.edge.kind == "nginx":
-        # Debian's and the official NGINX builds differ on the stream module: Gitea publishes SSH itself
-        service.ports.append(f"{config.apps.gitea.ssh_port}:2222")
-    elif service.name == "jenkins" and config.apps.jenkins.agent_port:
-        service.ports.append(f"{config.apps.jenkins.agent_port}:50000")
-    elif service.name == "traefik":
-        acme = config.domain.acme
-        service.ports += [f"{config.edge.http_port}:80", f"{config.edge.https_port}:443"]
-        service.ports += [f"{r.public_port}:{r.public_port}" for r in _tcp_routes(config)]
-        for variable, relative in sorted(acme.dns_credentials.items()):
-            secret = user_secret(f"acme_{variable.lower()}", relative)
-            service.secrets.append((secret, None))
-            service.environment[f"{variable}_FILE"] = f"/run/secrets/{secret}"
-    elif service.name == "nginx":
-        service.ports += [f"{config.edge.http_port}:80", f"{config.edge.https_port}:443"]
-    elif service.name == "ddclient":
-        secrets["edge_ddclient_conf"] = Secret("edge_ddclient_conf", None)
-    elif service.name == "collectd":
-        ipmi = config.monitoring.ipmi
-        if ipmi.mode == "local":
-            service.devices.append("/dev/ipmi0:/dev/ipmi0")
-        if ipmi.mode == "lan":
-            # collectd's ipmi plugin takes the BMC password only inline: the block lives in a secret file
-            secrets["monitoring_collectd_ipmi_conf"] = Secret("monitoring_collectd_ipmi_conf", None)
-            service.secrets.append(("monitoring_collectd_ipmi_conf", "/etc/collectd/ipmi.conf"))
-        disks = config.monitoring.disks or load_profile(config.server.profile).disks
-        service.devices += [f"/dev/{disk}:/dev/{disk}" for disk in disks]
-    elif service.name == "grafana":
-        secrets["monitoring_grafana_admin_password"] = Secret("monitoring_grafana_admin_password", None)
-
-
-def _wire_networks(stacks: dict[str, Stack], routes: list[Route], config: Config) -> None:
-    """Routed services and the edge share one proxy network; the Docker API is reachable only on an
-    internal network between Traefik and the socket proxy; everything else stays on its stack's own."""
-    routed = {(r.stack, r.service) for r in routes}
-    for stack in stacks.values():
-        stack.networks["default"] = {}
-        if stack.name == "edge":
-            stack.networks["proxy"] = {
-                "name": PROXY_NETWORK,
-                "ipam": {"config": [{"subnet": config.edge.proxy_subnet}]},
-            }
-        elif any(stack.name == s for s, _ in routed):
-            stack.networks["proxy"] = {"name": PROXY_NETWORK, "external": True}
-        for service in stack.services.values():
-            if service.network_mode:
-                continue
-            if service.name == "socket-proxy":
-                service.networks = ["socket"]
-            elif service.name == "traefik":
-                service.networks = ["proxy", "socket"]
-                stack.networks["socket"] = {"internal": True}
-            elif service.name == "nginx":
-                service.networks = ["proxy"]
-            elif (stack.name, service.name) in routed:
-                service.networks = ["default", "proxy"]
-            else:
-                service.networks = ["default"]
+def _app_resources(config: Config, service: str) -> Resources | None:
+    """`apps.<app>.resources` applies to the app's own service (nextcloud, not its db or cron)."""
+    return getattr(config.apps, service).resources if service in app_names() else None
 
 
 def _set_secret_owners(stacks: dict[str, Stack], secrets: dict[str, Secret]) -> None:
@@ -370,6 +377,6 @@ def _set_secret_owners(stacks: dict[str, Stack], secrets: dict[str, Secret]) -> 
             if not service.user:
                 continue
             uid, _, gid = service.user.partition(":")
-            for secret_name, _target in service.secrets:
-                old = secrets[secret_name]
-                secrets[secret_name] = Secret(old.name, old.source, int(uid), int(gid or uid))
+            for name, _target in service.secrets:
+                old = secrets[name]
+                secrets[name] = Secret(old.name, old.source, int(uid), int(gid or uid))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from homelab import writer
 from homelab.config.loader import LoadedConfig
+from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import Plan, build_plan
 from homelab.render import Rendering, render_all
-from homelab.render.compose import SECRETS_DIR
 from homelab.secrets import secret_contents, user_secret_values
 
 
@@ -22,7 +22,7 @@ class RenderResult:
 
 
 def default_out(loaded: LoadedConfig) -> Path:
-    return loaded.base_dir / "stacks"
+    return loaded.base_dir / STACKS_DIR
 
 
 def render_project(

@@ -7,7 +7,7 @@ pool may lack a feature. `probe()` reads both the zfs tool's own property table 
 and the pool's version/features, and `plan_storage()` falls back with a warning for each property.
 
 `apply_storage()` creates missing datasets, sets properties that differ, chowns mountpoints, creates
-`edge/acme`'s acme.json as a 0600 regular file, and reports each step. It never destroys a dataset,
+`edge/acme`'s acme.json as a 0600 regular file (homelab.host), and reports each step. It never destroys a dataset,
 never lowers a quota below what is used, and leaves create-time-only properties alone (with a warning).
 """
 
@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from homelab.errors import CommandFailed, HomelabError
+from homelab.host import ACME_MODE, HostError, acme_json_of, acme_state, ensure_acme_json
 from homelab.plan import Dataset, Plan
-from homelab.runtime import process
+from homelab.runtime.zfs import Prop, Zfs, ZfsCli
 
-ACME_KEY = "edge/acme"
 # properties only settable when the dataset is created
 CREATE_ONLY = frozenset({"casesensitivity", "normalization", "utf8only", "encryption", "volblocksize"})
 # properties whose lowering could cut off data already there
@@ -101,37 +101,23 @@ class PoolSupport:
         return False
 
 
-def _property_table(text: str) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[1] in ("YES", "NO") and parts[2] in ("YES", "NO"):
-            values[parts[0]] = " ".join(parts[3:])
-    return values
-
-
 def _max_recordsize(values: dict[str, str], large_blocks: bool) -> int:
     match = re.search(r"to\s+(\d+[kKmM])", values.get("recordsize", ""))
     tool_max = parse_size(match.group(1)) if match else 128 << 10
     return tool_max if large_blocks else min(tool_max, 128 << 10)
 
 
-def probe(pool: str) -> PoolSupport:
+def probe(pool: str, zfs: Zfs | None = None) -> PoolSupport:
     """Ask the zfs tool and the pool what they support."""
-    # no -H: zfs-fuse's zpool lacks it; columns are NAME PROPERTY VALUE SOURCE on both
-    proc = process.run(["zpool", "get", "all", pool], check=False, timeout=60)
-    if proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise StorageError(f"pool {pool!r} is not available: {detail[0] if detail else 'zpool get failed'}")
-    pool_props = {
-        parts[1]: parts[2]
-        for parts in (line.split() for line in proc.stdout.splitlines())
-        if len(parts) >= 3 and parts[0] == pool
-    }
-    version = pool_props.get("version", "-").strip()
-    features = {k: v.strip() for k, v in pool_props.items() if k.startswith("feature@")}
-    table = process.run(["zfs", "get"], check=False, timeout=60)  # prints the property table
-    values = _property_table(table.stderr + table.stdout)
+    zfs = zfs or ZfsCli()
+    try:
+        pool_props = zfs.pool_properties(pool)
+    except CommandFailed as exc:
+        detail = (exc.stderr or exc.stdout).strip().splitlines()
+        raise StorageError(f"pool {pool!r} is not available: {detail[0] if detail else 'zpool get failed'}") from None
+    version = pool_props.get("version", "-")
+    features = {k: v for k, v in pool_props.items() if k.startswith("feature@")}
+    values = zfs.property_table()
     if not values:
         raise StorageError("could not read the zfs property table (`zfs get` printed none)")
     large = features.get("feature@large_blocks", "disabled") in ("enabled", "active")
@@ -170,26 +156,19 @@ def fit(wanted: dict[str, str], support: PoolSupport) -> tuple[dict[str, str], l
 
 # --- planning ----------------------------------------------------------------------------------
 
+StepAction = Literal["create", "set", "chown", "acme", "ok", "warn"]
+CHANGES = ("create", "set", "chown", "acme")
+
 
 @dataclass
 class Step:
-    action: str  # create | set | chown | acme | ok | warn | skip
+    action: StepAction
     target: str
     detail: str = ""
-    argv: list[str] | None = None
+    properties: dict[str, str] = field(default_factory=dict)  # create: its -o options, in order; set: the one
 
     def __str__(self) -> str:
         return f"{self.action:6} {self.target}" + (f": {self.detail}" if self.detail else "")
-
-
-@dataclass
-class DatasetPlan:
-    dataset: Dataset | None  # None: a parent (the root or an owner folder)
-    name: str
-    mountpoint: str | None  # set only when creating the root
-    properties: dict[str, str]
-    exists: bool
-    current: dict[str, tuple[str, str]]  # property -> (value, source)
 
 
 @dataclass
@@ -200,27 +179,35 @@ class StoragePlan:
 
     @property
     def changes(self) -> list[Step]:
-        return [s for s in self.steps if s.action in ("create", "set", "chown", "acme")]
+        return [s for s in self.steps if s.action in CHANGES]
 
 
-def _existing(names: Iterable[str]) -> dict[str, dict[str, tuple[str, str]]]:
+@dataclass
+class _Planner:
+    """Steps and warnings as they are decided; a pool-wide fallback is shown once, at the first dataset it
+    affects (and listed in warnings for every one)."""
+
+    steps: list[Step] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    said: set[str] = field(default_factory=set)
+
+    def warn(self, target: str, text: str) -> None:
+        self.warnings.append(f"{target}: {text}")
+        if text not in self.said:
+            self.steps.append(Step("warn", target, text))
+        self.said.add(text)
+
+
+def _existing(zfs: Zfs, names: Iterable[str]) -> dict[str, dict[str, Prop]]:
     """Current properties of the datasets that exist, fetched in one call."""
     names = list(names)
     if not names:
         return {}
-    listed = process.run(["zfs", "list", "-H", "-o", "name", "-t", "filesystem"], check=False, timeout=60)
-    present = set(listed.stdout.split()) & set(names)
-    if not present:
+    try:
+        present = set(zfs.names("filesystem")) & set(names)
+    except CommandFailed:
         return {}
-    proc = process.run(
-        ["zfs", "get", "-H", "-p", "-o", "name,property,value,source", "all", *sorted(present)], timeout=60
-    )
-    result: dict[str, dict[str, tuple[str, str]]] = {n: {} for n in present}
-    for line in proc.stdout.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 4 and parts[0] in result:
-            result[parts[0]][parts[1]] = (parts[2], parts[3])
-    return result
+    return zfs.properties(present) if present else {}
 
 
 def _same(name: str, current: str, wanted: str) -> bool:
@@ -248,82 +235,73 @@ def _parents(plan: Plan) -> list[str]:
     return sorted(names, key=lambda n: n.count("/"))
 
 
-def plan_storage(plan: Plan, support: PoolSupport | None = None) -> StoragePlan:
+def plan_storage(plan: Plan, support: PoolSupport | None = None, zfs: Zfs | None = None) -> StoragePlan:
     """What apply would do; no changes made. Reads the pool."""
-    storage = plan.config.storage
-    support = support or probe(storage.pool)
-    steps: list[Step] = []
-    warnings: list[str] = []
+    zfs = zfs or ZfsCli()
+    support = support or probe(plan.config.storage.pool, zfs)
     parents = _parents(plan)
-    current = _existing([*parents, *(d.name for d in plan.datasets)])
-
-    said: set[str] = set()
-
-    def warn(target: str, text: str) -> None:
-        warnings.append(f"{target}: {text}")
-        if text not in said:  # a pool-wide fallback is said once, at the first dataset it affects
-            steps.append(Step("warn", target, text))
-        said.add(text)
-
-    # the root and owner folders: pool-wide defaults inherited by every app dataset
-    base, base_warnings = fit({"atime": "off", "compression": "lz4", "xattr": "sa", "acltype": "posix"}, support)
-    for text in base_warnings:
-        warn(storage.root, text)
-    for name in parents:
-        if name in current:
-            steps.append(Step("ok", name, "exists"))
-            continue
-        props = dict(base) if name == storage.root else {}
-        argv = ["zfs", "create"]
-        if name == storage.root:
-            argv += ["-o", f"mountpoint={storage.mountpoint}"]
-        argv += [a for k, v in sorted(props.items()) for a in ("-o", f"{k}={v}")] + [name]
-        steps.append(Step("create", name, _describe(props, storage.mountpoint if name == storage.root else None), argv))
+    current = _existing(zfs, [*parents, *(d.name for d in plan.datasets)])
+    planner = _Planner()
+    _plan_parents(plan, parents, current, support, planner)
     for d in plan.datasets:
         wanted, fit_warnings = fit(d.properties, support)
         for text in fit_warnings:
-            warn(d.name, text)
+            planner.warn(d.name, text)
         if d.name not in current:
-            argv = ["zfs", "create"] + [a for k, v in sorted(wanted.items()) for a in ("-o", f"{k}={v}")]
-            if not d.name.startswith(storage.root + "/"):
-                argv += ["-o", f"mountpoint={d.path}"]
-            steps.append(Step("create", d.name, _describe(wanted, None), [*argv, d.name]))
+            options = dict(sorted(wanted.items()))
+            if not d.name.startswith(plan.config.storage.root + "/"):
+                options["mountpoint"] = d.path
+            planner.steps.append(Step("create", d.name, _describe(wanted, None), options))
         else:
-            have = current[d.name]
-            mounted_at = have.get("mountpoint", ("", ""))[0]
-            if mounted_at and mounted_at != d.path:
-                warn(
-                    d.name,
-                    f"mounted at {mounted_at}, the plan expects {d.path}; not changed (bind mounts use {d.path})",
-                )
-            changed = False
-            for prop, value in sorted(wanted.items()):
-                old = have.get(prop, ("-", ""))[0]
-                if _same(prop, old, value):
-                    continue
-                changed = True
-                if prop in CREATE_ONLY:
-                    warn(d.name, f"{prop} is {old}, wanted {value}: only settable at creation; left as is")
-                elif prop in NEVER_SHRINK and old not in ("0", "none", "-") and _smaller(value, old):
-                    warn(
-                        d.name,
-                        f"{prop} would shrink from {format_size(int(old)) if old.isdigit() else old} to "
-                        f"{value}; apply never shrinks (run zfs set yourself if you mean it)",
-                    )
-                else:
-                    note = " (applies to files written from now on)" if prop == "recordsize" else ""
-                    steps.append(
-                        Step(
-                            "set",
-                            d.name,
-                            f"{prop} {_show(prop, old)} -> {value}{note}",
-                            ["zfs", "set", f"{prop}={value}", d.name],
-                        )
-                    )
-            if not changed:
-                steps.append(Step("ok", d.name, "properties as planned"))
-        steps += _ownership_steps(d, exists=d.name in current)
-    return StoragePlan(support, steps, warnings)
+            _plan_properties(d, wanted, current[d.name], planner)
+        planner.steps += _ownership_steps(d, exists=d.name in current)
+    return StoragePlan(support, planner.steps, planner.warnings)
+
+
+def _plan_parents(
+    plan: Plan, parents: list[str], current: dict[str, dict[str, Prop]], support: PoolSupport, planner: _Planner
+) -> None:
+    """The root and owner folders: the root carries the pool-wide defaults every app dataset inherits."""
+    storage = plan.config.storage
+    base, base_warnings = fit({"atime": "off", "compression": "lz4", "xattr": "sa", "acltype": "posix"}, support)
+    for text in base_warnings:
+        planner.warn(storage.root, text)
+    for name in parents:
+        if name in current:
+            planner.steps.append(Step("ok", name, "exists"))
+            continue
+        is_root = name == storage.root
+        options = {"mountpoint": storage.mountpoint, **dict(sorted(base.items()))} if is_root else {}
+        detail = _describe(base if is_root else {}, storage.mountpoint if is_root else None)
+        planner.steps.append(Step("create", name, detail, options))
+
+
+def _plan_properties(d: Dataset, wanted: dict[str, str], have: dict[str, Prop], planner: _Planner) -> None:
+    """An existing dataset: set what differs, except what could only be set at creation or would shrink."""
+    mounted_at = have.get("mountpoint", Prop("", "")).value
+    if mounted_at and mounted_at != d.path:
+        planner.warn(
+            d.name, f"mounted at {mounted_at}, the plan expects {d.path}; not changed (bind mounts use {d.path})"
+        )
+    changed = False
+    for prop, value in sorted(wanted.items()):
+        old = have.get(prop, Prop("-", "")).value
+        if _same(prop, old, value):
+            continue
+        changed = True
+        if prop in CREATE_ONLY:
+            planner.warn(d.name, f"{prop} is {old}, wanted {value}: only settable at creation; left as is")
+        elif prop in NEVER_SHRINK and old not in ("0", "none", "-") and _smaller(value, old):
+            planner.warn(
+                d.name,
+                f"{prop} would shrink from {format_size(int(old)) if old.isdigit() else old} to "
+                f"{value}; apply never shrinks (run zfs set yourself if you mean it)",
+            )
+        else:
+            note = " (applies to files written from now on)" if prop == "recordsize" else ""
+            planner.steps.append(Step("set", d.name, f"{prop} {_show(prop, old)} -> {value}{note}", {prop: value}))
+    if not changed:
+        planner.steps.append(Step("ok", d.name, "properties as planned"))
 
 
 def _smaller(new: str, old: str) -> bool:
@@ -357,43 +335,48 @@ def _ownership_steps(d: Dataset, *, exists: bool) -> list[Step]:
         info = path.stat()
         if (info.st_uid, info.st_gid) != (d.uid, d.gid):
             steps.append(Step("chown", d.path, f"{info.st_uid}:{info.st_gid} -> {d.uid}:{d.gid}"))
-    if d.key == ACME_KEY:
-        acme = path / "acme.json"
-        if not acme.exists() and not acme.is_symlink():
-            steps.append(Step("acme", str(acme), "create empty, mode 0600"))
-        elif not acme.is_file() or acme.is_symlink():
-            steps.append(
-                Step(
-                    "warn",
-                    str(acme),
-                    "is not a regular file (Docker creates a directory for a missing "
-                    "bind source); remove it and run apply again",
-                )
+    return steps + _acme_steps(d)
+
+
+def _acme_steps(d: Dataset) -> list[Step]:
+    """The dataset holding acme.json: the file must be there, a regular file, 0600, before the edge starts."""
+    acme_json = acme_json_of(d)
+    if acme_json is None:
+        return []
+    acme = acme_state(acme_json)
+    if acme.kind == "missing":
+        return [Step("acme", str(acme.path), "create empty, mode 0600")]
+    if acme.kind == "not-a-file":
+        return [
+            Step(
+                "warn",
+                str(acme.path),
+                "is not a regular file (Docker creates a directory for a missing "
+                "bind source); remove it and run apply again",
             )
-        elif stat.S_IMODE(acme.stat().st_mode) != 0o600:
-            steps.append(Step("acme", str(acme), f"mode {stat.S_IMODE(acme.stat().st_mode):04o} -> 0600"))
-    return steps
+        ]
+    if acme.mode != ACME_MODE:
+        return [Step("acme", str(acme.path), f"mode {acme.mode:04o} -> 0600")]
+    return []
 
 
 # --- applying ----------------------------------------------------------------------------------
 
 
 def apply_storage(
-    plan: Plan, storage_plan: StoragePlan | None = None, report: Callable[[Step], None] | None = None
+    plan: Plan,
+    storage_plan: StoragePlan | None = None,
+    report: Callable[[Step], None] | None = None,
+    zfs: Zfs | None = None,
 ) -> StoragePlan:
     """Carry out the plan step by step, reporting each; stop at the first failure (StorageError)."""
-    storage_plan = storage_plan or plan_storage(plan)
+    zfs = zfs or ZfsCli()
+    storage_plan = storage_plan or plan_storage(plan, zfs=zfs)
     by_path = {d.path: d for d in plan.datasets}
     for step in storage_plan.steps:
         try:
-            if step.action in ("create", "set") and step.argv:
-                process.run(step.argv, timeout=120)
-            elif step.action == "chown":
-                d = by_path[step.target]
-                os.chown(step.target, d.uid, d.gid)
-            elif step.action == "acme":
-                _ensure_acme(Path(step.target))
-        except CommandFailed as exc:
+            _carry_out(step, zfs, by_path)
+        except (CommandFailed, HostError) as exc:
             raise StorageError(f"{step.action} {step.target} failed: {exc}") from None
         except OSError as exc:
             raise StorageError(f"{step.action} {step.target} failed: {exc.strerror} ({exc.filename})") from None
@@ -402,12 +385,14 @@ def apply_storage(
     return storage_plan
 
 
-def _ensure_acme(path: Path) -> None:
-    if path.exists():
-        if not path.is_file() or path.is_symlink():
-            raise StorageError(f"{path} is not a regular file")
-        path.chmod(0o600)
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    os.close(fd)
-    path.chmod(0o600)
+def _carry_out(step: Step, zfs: Zfs, by_path: dict[str, Dataset]) -> None:
+    if step.action == "create":
+        zfs.create(step.target, step.properties)
+    elif step.action == "set":
+        for prop, value in step.properties.items():
+            zfs.set_property(step.target, prop, value)
+    elif step.action == "chown":
+        d = by_path[step.target]
+        os.chown(step.target, d.uid, d.gid)
+    elif step.action == "acme":
+        ensure_acme_json(Path(step.target))

@@ -1,25 +1,34 @@
-"""Diff a Rendering against disk and write only what changed.
+"""Diff a Rendering against disk and write only what changed, all or nothing.
 
-A manifest (`.homelab-manifest.json` in the stacks folder) records the hash of every file we wrote.
-A file that exists but is not ours, or that someone edited since we wrote it, is never overwritten
-without `force`. Secret files go to `<stacks>/secrets/` (0700), each 0600 and owned by the uid of
-the service that reads it; their contents never appear in a report.
+A manifest (`.homelab-manifest.json` in the stacks folder) records the hash of every file we wrote;
+the secrets folder has its own (0600, so a hash of a short password is never world-readable). A file
+that exists but is not ours, or that someone edited since we wrote it, is never overwritten without
+`force`. Secret files go to `<stacks>/secrets/` (0700), each 0600 and owned by the uid of the service
+that reads it; their contents never appear in a report.
+
+Writing is a transaction: every new content is staged next to its target (each write checked, short
+writes included), and only when all are staged are they renamed into place; the replaced files are
+kept as hard links until the end, so a failed swap is rolled back. Any failure leaves the previous
+output as it was, removes what was staged, and raises WriteFailed naming the path and the OS error.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import errno
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from homelab.errors import RefusedToOverwrite
+from homelab.errors import RefusedToOverwrite, WriteFailed
+from homelab.layout import SECRETS_DIR
+from homelab.ownership import MANIFEST, manifest_bytes, write_all
+from homelab.ownership import digest as _sha
 from homelab.plan import Plan
-from homelab.render.compose import SECRETS_DIR
 
-MANIFEST = ".homelab-manifest.json"
 Status = Literal["new", "changed", "identical", "obsolete"]
 
 
@@ -50,41 +59,70 @@ class WriteReport:
         return [name for name in plan.stacks if name in touched]
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _failed(path: Path, exc: OSError) -> WriteFailed:
+    reason = exc.strerror or str(exc)
+    return WriteFailed(f"cannot write {path}: {reason}; the previous output is unchanged")
 
 
-def _read_manifest(out: Path) -> dict[str, str]:
+def _read_manifest(path: Path) -> dict[str, str] | None:
+    """The recorded hashes, or None when there is no manifest (a folder homelab never wrote)."""
     try:
-        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-        return dict(data.get("files", {}))
-    except (FileNotFoundError, ValueError):
-        return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in dict(data.get("files", {})).items()}
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # a file where the folder goes: reported when a write needs that folder
+    except (ValueError, AttributeError, TypeError):
+        return {}  # damaged: nothing in it can vouch for a file
+    except OSError as exc:
+        raise _failed(path, exc) from None
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError:
+        return b""  # a folder where a file goes: differs from any content, and was never ours
+    except OSError as exc:
+        raise _failed(path, exc) from None
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise WriteFailed(f"cannot write {out}: it is a file, not a folder; the previous output is unchanged")
+
+
+def _status(current: bytes | None, content: bytes, recorded: str | None, *, trusted: bool) -> tuple[Status, bool]:
+    """The change, and whether writing it would replace something homelab did not write."""
+    if current is None:
+        return "new", False
+    if current == content:
+        return "identical", False
+    return "changed", not trusted and recorded != _sha(current)
 
 
 def diff(out: Path, files: dict[str, bytes], secret_files: dict[str, bytes], *, force: bool = False) -> WriteReport:
-    manifest = _read_manifest(out)
+    _check_out(out)
+    manifest = _read_manifest(out / MANIFEST)
+    secret_manifest = _read_manifest(out / SECRETS_DIR / MANIFEST)
+    # an output written before secrets had a manifest: its secrets cannot be told apart, so trust them once
+    legacy_secrets = manifest is not None and secret_manifest is None
     report = WriteReport()
     refused = []
     for rel, content in sorted(files.items()):
-        path = out / rel
-        if not path.exists():
-            report.changes.append(FileChange(rel, "new"))
-            continue
-        current = path.read_bytes()
-        if current == content:
-            report.changes.append(FileChange(rel, "identical"))
-            continue
-        if not force and manifest.get(rel) != _sha(current):
-            refused.append(rel)
-        report.changes.append(FileChange(rel, "changed"))
+        status, foreign = _status(_current(out / rel), content, (manifest or {}).get(rel), trusted=force)
+        refused += [rel] if foreign else []
+        report.changes.append(FileChange(rel, status))
     for name, content in sorted(secret_files.items()):
-        path = out / SECRETS_DIR / name
-        status: Status = "new" if not path.exists() else "identical" if path.read_bytes() == content else "changed"
-        report.changes.append(FileChange(f"{SECRETS_DIR}/{name}", status, secret=True))
-    for rel, digest in sorted(manifest.items()):
-        path = out / rel
-        if rel not in files and path.is_file() and _sha(path.read_bytes()) == digest:
+        rel = f"{SECRETS_DIR}/{name}"
+        recorded = (secret_manifest or {}).get(name)
+        status, foreign = _status(_current(out / rel), content, recorded, trusted=force or legacy_secrets)
+        refused += [rel] if foreign else []
+        report.changes.append(FileChange(rel, status, secret=True))
+    for rel, digest in sorted((manifest or {}).items()):
+        current = _current(out / rel) if rel not in files else None
+        if current is not None and _sha(current) == digest:
             report.changes.append(FileChange(rel, "obsolete"))
     if refused:
         listing = "\n  ".join(str(out / r) for r in refused)
@@ -95,51 +133,165 @@ def diff(out: Path, files: dict[str, bytes], secret_files: dict[str, bytes], *, 
     return report
 
 
-def _write_atomic(path: Path, content: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+@dataclass
+class _Transaction:
+    """Stage files next to their targets, then swap them in; undo everything on any failure."""
+
+    staged: list[tuple[Path, Path]] = field(default_factory=list)  # (temp, target)
+    created_dirs: list[Path] = field(default_factory=list)
+    kept: list[tuple[Path, Path]] = field(default_factory=list)  # (backup link, original) of swapped files
+    swapped: list[Path] = field(default_factory=list)
+
+    def ensure_dir(self, path: Path, mode: int = 0o755) -> None:
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        for folder in reversed(missing):
+            try:
+                folder.mkdir(mode if folder == path else 0o755)
+            except OSError as exc:
+                raise _failed(folder, exc) from None
+            self.created_dirs.append(folder)
+        if not path.is_dir():
+            raise _failed(path, OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
+
+    def stage(self, target: Path, content: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
+        self.ensure_dir(target.parent)
+        temp = target.with_name(f".{target.name}.homelab-new")
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()  # left by a process that was killed mid-render
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise _failed(target, exc) from None
+        self.staged.append((temp, target))
+        try:
+            try:
+                write_all(fd, content)
+                os.fchmod(fd, mode)
+                if owner is not None:
+                    os.fchown(fd, *owner)
+            finally:
+                os.close(fd)  # some file systems report a full disk only here
+        except OSError as exc:
+            raise _failed(target, exc) from None
+
+    def _swap(self, temp: Path | None, target: Path) -> None:
+        moved = False
+        if target.exists():
+            backup = target.with_name(f".{target.name}.homelab-old")
+            with contextlib.suppress(FileNotFoundError):
+                backup.unlink()
+            try:
+                os.link(target, backup)  # the target stays in place until the atomic rename below
+            except OSError:
+                target.replace(backup)  # a file system without hard links: move it aside instead
+                moved = True
+            self.kept.append((backup, target))
+        if temp is not None:
+            temp.replace(target)
+        elif not moved:
+            target.unlink()
+        self.swapped.append(target)
+
+    def commit(self, removals: list[Path]) -> None:
+        """Rename every staged file into place (and remove `removals`); roll back if any step fails."""
+        try:
+            for temp, target in self.staged:
+                self._swap(temp, target)
+            for target in removals:
+                self._swap(None, target)
+        except OSError as exc:
+            self._roll_back()
+            raise _failed(Path(exc.filename or "output"), exc) from None
+        self.staged.clear()
+        self.created_dirs.clear()
+        for backup, _ in self.kept:
+            with contextlib.suppress(OSError):
+                backup.unlink()
+
+    def _roll_back(self) -> None:
+        """Put back every original (swapped, or moved aside before its swap failed); drop new files."""
+        kept = {original: backup for backup, original in self.kept}
+        for target in reversed(self.swapped):
+            if target not in kept:
+                with contextlib.suppress(OSError):
+                    target.unlink()  # a new file: there was nothing before it
+        for original, backup in kept.items():
+            with contextlib.suppress(OSError):
+                if original in self.swapped or not original.exists():
+                    backup.replace(original)
+                else:
+                    backup.unlink()  # a link to an original that never moved
+        self.kept.clear()
+
+    def abort(self) -> None:
+        for temp, _ in self.staged:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        for backup, _ in self.kept:
+            with contextlib.suppress(OSError):
+                backup.unlink()
+        for folder in reversed(self.created_dirs):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+@contextlib.contextmanager
+def _transaction() -> Iterator[_Transaction]:
+    tx = _Transaction()
     try:
-        os.write(fd, content)
-        os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
+        yield tx
     finally:
-        os.close(fd)
-    tmp.replace(path)
+        tx.abort()  # a no-op after a commit; after a failure it removes every trace of the attempt
+
+
+def _owners(plan: Plan) -> dict[str, tuple[int, int] | None]:
+    can_chown = hasattr(os, "geteuid") and os.geteuid() == 0
+    return {name: (s.owner_uid, s.owner_gid) if can_chown else None for name, s in plan.secrets.items()}
 
 
 def apply(out: Path, report: WriteReport, files: dict[str, bytes], secret_files: dict[str, bytes], plan: Plan) -> None:
-    """Write what `diff` found new or changed; remove obsolete files we wrote and nobody edited."""
-    if not report.changed and (out / MANIFEST).exists():
-        _fix_secret_modes(out, plan)
-        return
+    """Write what `diff` found new or changed and remove obsolete files we wrote, all or nothing."""
     secrets_dir = out / SECRETS_DIR
-    secrets_dir.mkdir(parents=True, exist_ok=True)
-    secrets_dir.chmod(0o700)
-    for change in report.changes:
-        if change.status in ("new", "changed"):
-            if change.secret:
-                name = change.path.split("/", 1)[1]
-                _write_atomic(secrets_dir / name, secret_files[name], 0o600)
-            else:
-                _write_atomic(out / change.path, files[change.path], _mode_for(change.path))
-        elif change.status == "obsolete":
-            (out / change.path).unlink()
-    _fix_secret_modes(out, plan)
-    manifest = {"files": {rel: _sha(content) for rel, content in sorted(files.items())}}
-    _write_atomic(out / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode(), 0o644)
+    owners = _owners(plan)
+    up_to_date = (out / MANIFEST).exists() and (secrets_dir / MANIFEST).exists()
+    with _transaction() as tx:
+        tx.ensure_dir(secrets_dir, 0o700)
+        if report.changed or not up_to_date:
+            for change in report.changes:
+                if change.status not in ("new", "changed"):
+                    continue
+                if change.secret:
+                    name = change.path.split("/", 1)[1]
+                    tx.stage(secrets_dir / name, secret_files[name], 0o600, owners.get(name))
+                else:
+                    tx.stage(out / change.path, files[change.path], _mode_for(change.path))
+            tx.stage(secrets_dir / MANIFEST, manifest_bytes({name: _sha(c) for name, c in secret_files.items()}), 0o600)
+            tx.stage(out / MANIFEST, manifest_bytes({rel: _sha(c) for rel, c in files.items()}), 0o644)
+            tx.commit([out / c.path for c in report.by_status("obsolete")])
+    _fix_secret_modes(secrets_dir, owners)  # after the swap: a failed render changes no mode either
 
 
 def _mode_for(rel: str) -> int:
     return 0o755 if rel.endswith(".sh") else 0o644
 
 
-def _fix_secret_modes(out: Path, plan: Plan) -> None:
-    """Secrets stay 0600 and owned by their reader, even if someone loosened them by hand."""
-    can_chown = hasattr(os, "geteuid") and os.geteuid() == 0
-    for name, secret in plan.secrets.items():
-        path = out / SECRETS_DIR / name
-        if not path.exists():
+def _fix_secret_modes(secrets_dir: Path, owners: dict[str, tuple[int, int] | None]) -> None:
+    """The folder stays 0700, secrets 0600 and owned by their reader, even if someone loosened them by
+    hand and nothing else changed."""
+    try:
+        if secrets_dir.stat().st_mode & 0o777 != 0o700:
+            secrets_dir.chmod(0o700)
+    except OSError as exc:
+        raise WriteFailed(f"cannot fix the mode of {secrets_dir}: {exc.strerror}") from None
+    for name, owner in owners.items():
+        path = secrets_dir / name
+        try:
+            info = path.stat()
+            if info.st_mode & 0o777 != 0o600:
+                path.chmod(0o600)
+            if owner is not None and (info.st_uid, info.st_gid) != owner:
+                os.chown(path, *owner)
+        except FileNotFoundError:
             continue
-        path.chmod(0o600)
-        if can_chown:
-            os.chown(path, secret.owner_uid, secret.owner_gid)
+        except OSError as exc:
+            raise WriteFailed(f"cannot fix the mode of {path}: {exc.strerror}") from None

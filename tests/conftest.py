@@ -7,9 +7,12 @@ so a broken setup can never pass as "all skipped".
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,14 @@ def missing(what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required in CI but missing (run scripts/install-test-deps)", pytrace=False)
     pytest.skip(f"{what} not available")
+
+
+@contextlib.contextmanager
+def machine_lock(name: str) -> Iterator[None]:
+    """Held while a test session uses a machine-wide resource (the Docker engine, the zfs-fuse daemon)."""
+    with Path(f"/tmp/{name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def find_program(name: str) -> str | None:

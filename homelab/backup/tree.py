@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-LINK_SUFFIX = ".rclonelink"  # how `rclone --links` stores a symlink
+from homelab.runtime.rclone import LINK_SUFFIX, encode_name
 
 
 class Entry(NamedTuple):
@@ -30,7 +30,8 @@ class Entry(NamedTuple):
 
     @property
     def rclone_name(self) -> str:
-        return self.path + LINK_SUFFIX if self.kind == "l" else self.path
+        """The object's name as rclone spells it (control characters as pictures; symlinks as .rclonelink)."""
+        return encode_name(self.path) + (LINK_SUFFIX if self.kind == "l" else "")
 
 
 def _entry(path: str, st: os.stat_result, target: str = "") -> Entry:
@@ -40,7 +41,7 @@ def _entry(path: str, st: os.stat_result, target: str = "") -> Entry:
 
 
 def scan(root: Path) -> list[Entry]:
-    """Every folder, file and symlink under root (one lstat each; symlinks are not followed), sorted."""
+    """Every folder, regular file and symlink under root (one lstat each; symlinks are not followed), sorted."""
     entries = [_entry("", root.lstat())]
     pending = [("", str(root))]
     while pending:
@@ -52,9 +53,11 @@ def scan(root: Path) -> list[Entry]:
                 if item.is_symlink():
                     entries.append(_entry(rel, st, os.readlink(item.path)))  # noqa: PTH115 - scandir gives str
                     continue
-                entries.append(_entry(rel, st))
                 if item.is_dir(follow_symlinks=False):
                     pending.append((rel + "/", item.path))
+                elif not stat.S_ISREG(st.st_mode):
+                    continue  # a socket, FIFO or device: rclone skips them, so the listing does too
+                entries.append(_entry(rel, st))
     entries.sort()
     return entries
 
@@ -64,16 +67,13 @@ def rclone_names(entries: list[Entry]) -> list[str]:
     return [e.rclone_name for e in entries if e.kind != "d"]
 
 
-def local_name(rclone_name: str) -> str:
-    return rclone_name.removesuffix(LINK_SUFFIX)
-
-
 def total_bytes(entries: list[Entry]) -> int:
     return sum(e.size for e in entries)
 
 
 def dumps(entries: list[Entry]) -> bytes:
-    return json.dumps({"version": 1, "entries": [list(e) for e in entries]}, ensure_ascii=False).encode()
+    # ASCII: a name that is not UTF-8 (surrogate escapes) is kept exactly, as \udcXX
+    return json.dumps({"version": 1, "entries": [list(e) for e in entries]}).encode()
 
 
 def loads(data: bytes) -> list[Entry]:

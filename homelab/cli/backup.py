@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from homelab.cli import ConfigOption
-from homelab.cli.errors import handled
+from homelab.cli.errors import HandledGroup
+from homelab.cli.options import DEFAULT_CONFIG, ConfigOption, JsonOption
+
+if TYPE_CHECKING:
+    from homelab.backup import Context
 
 backup_app = typer.Typer(
-    help="Encrypted backups of the app datasets (ZFS snapshot -> rclone crypt).", no_args_is_help=True
+    cls=HandledGroup, help="Encrypted backups of the app datasets (ZFS snapshot -> rclone crypt).", no_args_is_help=True
 )
-schedule_app = typer.Typer(help="systemd timer + service units for scheduled backups and drills.", no_args_is_help=True)
+schedule_app = typer.Typer(
+    cls=HandledGroup, help="systemd timer + service units for scheduled backups and drills.", no_args_is_help=True
+)
 backup_app.add_typer(schedule_app, name="schedule")
 
-CONFIG_DEFAULT = Path("homelab.yaml")
 DatasetOption = Annotated[list[str] | None, typer.Option("--dataset", "-d", help="Only this <app>/<role> (repeat).")]
 RemoteOption = Annotated[str | None, typer.Option("--remote", help="Only this remote (default: all).")]
 StateOption = Annotated[
@@ -27,7 +30,7 @@ StateOption = Annotated[
 ]
 
 
-def _ctx(config: Path, state_dir: Path | None, remote: str | None = None):
+def _ctx(config: Path, state_dir: Path | None, remote: str | None = None) -> Context:
     from homelab.backup import context
     from homelab.config.loader import load
 
@@ -43,23 +46,25 @@ def _say(text: str) -> None:
 
 @backup_app.command("run")
 def run_cmd(
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: ConfigOption = DEFAULT_CONFIG,
     dataset: DatasetOption = None,
     remote: RemoteOption = None,
     state_dir: StateOption = None,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="cryptcheck every object, not only those written; upload again what differs.")
+    ] = False,
 ) -> None:
     """Snapshot -> encrypted sync -> cryptcheck -> JSON record. Non-zero exit naming the cause on failure."""
     from homelab.backup import Progress, run_backup
 
-    with handled():
-        report = run_backup(_ctx(config, state_dir, remote), dataset, progress=Progress, say=_say)
+    report = run_backup(_ctx(config, state_dir, remote), dataset, progress=Progress, say=_say, deep=deep)
     r = report.record
-    typer.echo(f"backup {r['id']}: success, {r['files']} files, {r['bytes']} bytes, {r['duration']} s")
+    typer.echo(f"backup {r.id}: success, {r.files} files, {r.bytes} bytes, {r.duration} s")
 
 
 @backup_app.command("verify")
 def verify_cmd(
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: ConfigOption = DEFAULT_CONFIG,
     dataset: DatasetOption = None,
     remote: RemoteOption = None,
     state_dir: StateOption = None,
@@ -67,9 +72,8 @@ def verify_cmd(
     """cryptcheck the remote against the snapshot of the last successful backup; names each bad file."""
     from homelab.backup import verify
 
-    with handled():
-        record = verify(_ctx(config, state_dir, remote), dataset, say=_say)
-    typer.echo(f"verified: {record['checked']} files match")
+    record = verify(_ctx(config, state_dir, remote), dataset, say=_say)
+    typer.echo(f"verified: {record.checked} files match")
 
 
 @backup_app.command("restore")
@@ -78,7 +82,7 @@ def restore_cmd(
     to: Annotated[Path, typer.Option("--to", help="A new or empty folder.")],
     at: Annotated[datetime | None, typer.Option("--at", help="As of this date/time (UTC), e.g. 2025-01-31.")] = None,
     path: Annotated[str | None, typer.Option("--path", help="Only this file or folder of the dataset.")] = None,
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: ConfigOption = DEFAULT_CONFIG,
     remote: RemoteOption = None,
     state_dir: StateOption = None,
 ) -> None:
@@ -86,15 +90,15 @@ def restore_cmd(
     from homelab.backup import restore
 
     when = at.replace(tzinfo=UTC) if at and at.tzinfo is None else at
-    with handled():
-        result = restore(_ctx(config, state_dir, remote), dataset, to, at=when, subpath=path)
-    typer.echo(f"restored {result['files']} files of {result['dataset']} ({result['as_of']}) into {to}")
-    typer.echo(f"modes and mtimes of {result['metadata']} entries applied; owners {result['owners']}")
+    result = restore(_ctx(config, state_dir, remote), dataset, to, at=when, subpath=path)
+    owners = "restored" if result.owners_restored else "not restored (run as root to restore owners)"
+    typer.echo(f"restored {result.files} files of {result.dataset} ({result.as_of}) into {to}")
+    typer.echo(f"modes and mtimes of {result.metadata} entries applied; owners {owners}")
 
 
 @backup_app.command("drill")
 def drill_cmd(
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: ConfigOption = DEFAULT_CONFIG,
     sample: int = 20,
     full: Annotated[
         bool | None, typer.Option("--full/--sample-only", help="Default: full when the last is 30+ days old.")
@@ -104,89 +108,66 @@ def drill_cmd(
     """Restore a random sample (monthly: everything) into scratch and compare with the snapshot."""
     from homelab.backup import drill
 
-    with handled():
-        record = drill(_ctx(config, state_dir), sample=sample, full=full, say=_say)
-    typer.echo(f"drill ok: {record['files']} files restored and identical ({'full' if record['full'] else 'sample'})")
+    record = drill(_ctx(config, state_dir), sample=sample, full=full, say=_say)
+    typer.echo(f"drill ok: {record.files} files restored and identical ({'full' if record.full else 'sample'})")
 
 
 @backup_app.command("status")
 def status_cmd(
-    config: ConfigOption = CONFIG_DEFAULT,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    config: ConfigOption = DEFAULT_CONFIG,
+    as_json: JsonOption = False,
     state_dir: StateOption = None,
 ) -> None:
-    """Last run, bytes, duration, last verified restore and its age."""
+    """Last run (interrupted when its process died), last success and its age, last verify and drill.
+
+    Exit 1 when no run has succeeded last, or the last verify or drill failed."""
     from homelab.backup import status
 
-    with handled():
-        info = status(_ctx(config, state_dir))
+    info = status(_ctx(config, state_dir))
     if as_json:
-        typer.echo(json.dumps(info, indent=2, sort_keys=True))
-        return
-    last = info["last_run"]
-    if not last:
-        typer.echo("no backup has run yet")
-        raise typer.Exit(1)
-    typer.echo(
-        f"last run:     {last['id']} {last['result']}, {last['files']} files, {last['bytes']} bytes, "
-        f"{last.get('duration')} s" + (f" ({last['error']})" if last.get("error") else "")
-    )
-    typer.echo(
-        f"last success: {info['last_success'] or 'never'}"
-        + (f" ({info['last_success_age_hours']} h ago)" if info.get("last_success_age_hours") is not None else "")
-    )
-    drill = info["last_drill"]
-    typer.echo(
-        f"last drill:   {drill['time']} ({info['last_drill_age_days']} days ago, {drill['files']} files)"
-        if drill
-        else "last drill:   never"
-    )
-    checked = info["last_verify"]
-    typer.echo(
-        f"last verify:  {checked['time']} {checked['result']}, {checked['checked']} files"
-        if checked
-        else "last verify:  never"
-    )
-    if last["result"] != "success":
+        typer.echo(info.model_dump_json(indent=2))
+    else:
+        from homelab.backup.report import status_lines
+
+        for line in status_lines(info):
+            typer.echo(line)
+    if not info.healthy:
         raise typer.Exit(1)
 
 
 @backup_app.command("prune")
-def prune_cmd(config: ConfigOption = CONFIG_DEFAULT, dry_run: bool = False, state_dir: StateOption = None) -> None:
+def prune_cmd(config: ConfigOption = DEFAULT_CONFIG, dry_run: bool = False, state_dir: StateOption = None) -> None:
     """Destroy snapshots past the retention policy (never one a running or last good backup needs)."""
     from homelab.backup import prune
 
-    with handled():
-        ctx = _ctx(config, state_dir)
-        for d in ctx.datasets:
-            for name in prune(ctx, d, dry_run=dry_run):
-                typer.echo(f"{'would prune' if dry_run else 'pruned'} {d.name}@{name}")
+    ctx = _ctx(config, state_dir)
+    for d in ctx.datasets:
+        for name in prune(ctx, d, dry_run=dry_run):
+            typer.echo(f"{'would prune' if dry_run else 'pruned'} {d.name}@{name}")
 
 
 @backup_app.command("snapshot")
-def snapshot_cmd(config: ConfigOption = CONFIG_DEFAULT, state_dir: StateOption = None) -> None:
+def snapshot_cmd(config: ConfigOption = DEFAULT_CONFIG, state_dir: StateOption = None) -> None:
     """Take a snapshot of each backed-up dataset now (no upload), then prune."""
     from homelab.backup import take_snapshots
 
-    with handled():
-        for name in take_snapshots(_ctx(config, state_dir)):
-            typer.echo(f"snapshot {name}")
+    for name in take_snapshots(_ctx(config, state_dir)):
+        typer.echo(f"snapshot {name}")
 
 
 @schedule_app.command("print")
-def schedule_print(config: ConfigOption = CONFIG_DEFAULT) -> None:
+def schedule_print(config: ConfigOption = DEFAULT_CONFIG) -> None:
     """Print the units install would write."""
     from homelab.backup.schedule import units
     from homelab.config.loader import load
 
-    with handled():
-        for name, text in units(load(config)).items():
-            typer.echo(f"# --- {name}\n{text}")
+    for name, text in units(load(config)).items():
+        typer.echo(f"# --- {name}\n{text}")
 
 
 @schedule_app.command("install")
 def schedule_install(
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: ConfigOption = DEFAULT_CONFIG,
     unit_dir: Annotated[Path, typer.Option(help="Where to write the units.")] = Path("/etc/systemd/system"),
     enable: Annotated[bool, typer.Option("--enable/--no-enable", help="systemctl enable --now the timers.")] = True,
 ) -> None:
@@ -194,6 +175,5 @@ def schedule_install(
     from homelab.backup.schedule import install
     from homelab.config.loader import load
 
-    with handled():
-        for path in install(load(config), unit_dir, enable=enable):
-            typer.echo(f"wrote {path}")
+    for path in install(load(config), unit_dir, enable=enable):
+        typer.echo(f"wrote {path}")

@@ -2,75 +2,81 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from homelab.cli import ConfigOption, app
-from homelab.cli.errors import handled
-from homelab.cli.report import print_checks, print_report
-
-CONFIG_DEFAULT = Path("homelab.yaml")
-OutOption = Annotated[
-    Path | None, typer.Option("--out", "-o", help="Stacks folder (default: ./stacks next to the config).")
-]
-ForceOption = Annotated[bool, typer.Option("--force", help="Replace files homelab did not write or that were edited.")]
+from homelab.cli import app
+from homelab.cli.options import DEFAULT_CONFIG, ConfigOption, ForceOption, JsonOption, NewConfigOption, OutOption
+from homelab.cli.report import emit_json, print_checks, print_report, report_json
 
 
 @app.command()
 def init(
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: NewConfigOption = DEFAULT_CONFIG,
     profile: Annotated[str, typer.Option(help="Hardware profile to start from.")] = "ecc-mini-itx",
 ) -> None:
     """Write a commented homelab.yaml for a hardware profile. Never overwrites."""
     from homelab.init import write_starter
 
-    with handled():
-        write_starter(config, profile)
+    write_starter(config, profile)
     typer.echo(f"wrote {config}; edit it, create the secret files it names (chmod 600), then: homelab validate")
 
 
 @app.command()
-def validate(config: ConfigOption = CONFIG_DEFAULT) -> None:
+def validate(config: ConfigOption = DEFAULT_CONFIG, as_json: JsonOption = False) -> None:
     """Check homelab.yaml and the secret files it names. Exit 2 with file:line: key: problem."""
     from homelab.config.loader import load
     from homelab.plan import build_plan
 
-    with handled():
-        build_plan(load(config))
+    plan = build_plan(load(config))
+    if as_json:
+        stacks = {name: sorted(stack.services) for name, stack in plan.stacks.items()}
+        emit_json({"ok": True, "config": str(config), "stacks": stacks})
+        return
     typer.echo(f"{config}: ok")
 
 
 @app.command()
-def render(config: ConfigOption = CONFIG_DEFAULT, out: OutOption = None, force: ForceOption = False) -> None:
+def render(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, force: ForceOption = False) -> None:
     """Write the stacks and the secrets folder; only changed files are written."""
     from homelab.config.loader import load
     from homelab.project import render_project
 
-    with handled():
-        result = render_project(load(config), out, force=force)
-    print_report(result, applied=True)
+    print_report(render_project(load(config), out, force=force), applied=True)
 
 
 @app.command()
-def plan(config: ConfigOption = CONFIG_DEFAULT, out: OutOption = None, force: ForceOption = False) -> None:
+def plan(
+    config: ConfigOption = DEFAULT_CONFIG,
+    out: OutOption = None,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
+) -> None:
     """Show what render would change: files new/changed/identical and the stacks affected."""
     from homelab.config.loader import load
     from homelab.project import render_project
 
-    with handled():
-        result = render_project(load(config), out, force=force, dry_run=True)
+    result = render_project(load(config), out, force=force, dry_run=True)
+    if as_json:
+        emit_json(report_json(result, config))
+        return
     print_report(result, applied=False)
 
 
 @app.command()
-def doctor(config: ConfigOption = CONFIG_DEFAULT) -> None:
+def doctor(config: ConfigOption = DEFAULT_CONFIG, as_json: JsonOption = False) -> None:
     """Preflight: docker + compose, ports, DNS names, ZFS, acme.json, free disk."""
     from homelab.config.loader import load
+    from homelab.discover import bmc_reader
     from homelab.doctor import run_checks
     from homelab.plan import build_plan
 
-    with handled():
-        checks = run_checks(build_plan(load(config)))
-    raise typer.Exit(print_checks(checks))
+    loaded = load(config)
+    checks = run_checks(build_plan(loaded), bmc=bmc_reader(loaded) if loaded.config.monitoring.inventory else None)
+    if not as_json:
+        raise typer.Exit(print_checks(checks))
+    failed = sum(c.level == "fail" for c in checks)
+    rows = [{"level": c.level, "name": c.name, "detail": c.detail} for c in checks]
+    emit_json({"ok": not failed, "failed": failed, "checks": rows})
+    raise typer.Exit(1 if failed else 0)

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import typer
 
-from homelab.cli import ConfigOption
-from homelab.cli.errors import handled
+from homelab.cli.errors import HandledGroup
+from homelab.cli.options import DEFAULT_CONFIG, ConfigOption
 
 monitor_app = typer.Typer(
+    cls=HandledGroup,
     help="The monitoring stack: metric catalog, whisper disk budget, PNG snapshots of the dashboards.",
     no_args_is_help=True,
     rich_markup_mode=None,
@@ -22,14 +23,13 @@ def _monitor() -> None:
 
 
 @monitor_app.command()
-def size(config: ConfigOption = Path("homelab.yaml")) -> None:
+def size(config: ConfigOption = DEFAULT_CONFIG) -> None:
     """Print how many Graphite series collectd sends and the whisper bytes they take (preallocated)."""
     from homelab.config.loader import load
     from homelab.metrics import catalog_for
     from homelab.plan import build_plan
 
-    with handled():
-        catalog = catalog_for(build_plan(load(config)))
+    catalog = catalog_for(build_plan(load(config)))
     per_series = catalog.whisper_bytes_per_series()
     total = catalog.whisper_bytes()
     typer.echo(f"retentions: {catalog.retentions_text} (interval {catalog.interval}s)")
@@ -53,26 +53,78 @@ def snapshot(
     width: int = typer.Option(800, "--width", min=100, max=4000),
     height: int = typer.Option(300, "--height", min=100, max=4000),
     all_panels: bool = typer.Option(False, "--all", help="Every panel, not just the main ones."),
-    config: ConfigOption = Path("homelab.yaml"),
+    config: ConfigOption = DEFAULT_CONFIG,
 ) -> None:
     """Draw PNG graphs of the dashboards' main panels with graphite-web (for docs and reports)."""
     from homelab.config.loader import load
     from homelab.metrics import catalog_for
     from homelab.monitoring_snapshot import snapshot as take_snapshot
     from homelab.plan import build_plan
-    from homelab.render.monitoring import dashboards
+    from homelab.render.dashboards import dashboards
 
-    with handled():
-        boards = dashboards(catalog_for(build_plan(load(config))))
-        written = take_snapshot(
-            graphite_url,
-            boards,
-            out,
-            from_=since,
-            until=until,
-            width=width,
-            height=height,
-            all_panels=all_panels,
-        )
+    boards = dashboards(catalog_for(build_plan(load(config))))
+    written = take_snapshot(
+        graphite_url,
+        boards,
+        out,
+        from_=since,
+        until=until,
+        width=width,
+        height=height,
+        all_panels=all_panels,
+    )
     for path in written:
         typer.echo(str(path))
+
+
+@monitor_app.command()
+def discover(config: ConfigOption = DEFAULT_CONFIG) -> None:
+    """Read the BMC's sensors and thresholds (ipmitool, with the configured BMC settings), lm-sensors
+    and the disks into the inventory file `monitoring.inventory` names; edits of an existing one are kept."""
+    from homelab.config.loader import load
+    from homelab.discover import bmc_reader, discover_into
+    from homelab.runtime.hwmon import Host
+
+    loaded = load(config)
+    path, found = discover_into(loaded, bmc_reader(loaded), Host())
+    collected = found.inventory.collected()
+    typer.echo(f"{path}: {len(found.inventory.bmc)} BMC sensors ({len(collected)} collected), "
+               f"{len(found.inventory.hwmon)} lm-sensors features, {len(found.inventory.disks)} disks, "
+               f"{len(found.inventory.nics)} network cards")  # fmt: skip
+    for line in found.skipped:
+        typer.echo(f"  skipped {line}", err=True)
+
+
+@monitor_app.command()
+def check(config: ConfigOption = DEFAULT_CONFIG) -> None:
+    """Compare the inventory with what the BMC reports now: sensors gone, sensors new. Exit 1 on drift."""
+    from homelab.config.loader import load
+    from homelab.discover import bmc_reader, inventory_path
+    from homelab.discover import check as compare
+    from homelab.monitoring import inventory
+
+    loaded = load(config)
+    reader = bmc_reader(loaded)
+    drift = compare(reader, inventory.load(inventory_path(loaded))) if reader else None
+    if drift is None:
+        typer.echo("monitoring.ipmi is off: nothing to compare")
+        return
+    for name in drift.missing:
+        typer.echo(f"gone: {name} (in the inventory, no reading from the BMC now)")
+    for name in drift.new:
+        typer.echo(f"new: {name} (the BMC reports it; run `homelab monitor discover` to add it)")
+    if not drift.clean:
+        raise typer.Exit(1)
+    typer.echo("the inventory matches the BMC")
+
+
+@monitor_app.command("test-alert")
+def test_alert(config: ConfigOption = DEFAULT_CONFIG) -> None:
+    """Send a test notification with exactly the settings Grafana gets: a mail to contact_email through
+    monitoring.smtp, a POST to monitoring.webhook. Exit 2 when one cannot be delivered."""
+    from homelab.config.loader import load
+    from homelab.notify import test_alert as send
+
+    deliveries = send(load(config))
+    for delivery in deliveries:
+        typer.echo(f"{delivery.channel}: {delivery.detail}")

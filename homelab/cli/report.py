@@ -1,14 +1,48 @@
-"""How results are printed. Secret files are listed by name only; their contents never reach here."""
+"""How results are printed. Secret files are listed by name only; their contents never reach here.
+
+Colour only on a terminal and never when NO_COLOR is set (https://no-color.org); --json documents are
+described in docs/cli.md.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
     from homelab.doctor import Check
     from homelab.project import RenderResult
+
+LEVEL_COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
+
+
+def colour_enabled(stream: TextIO) -> bool:
+    return not os.environ.get("NO_COLOR") and stream.isatty()
+
+
+def paint(text: str, colour: str, *, err: bool = False) -> str:
+    """`text` in `colour` when the stream it goes to is a terminal and NO_COLOR is unset."""
+    return typer.style(text, fg=colour) if colour_enabled(sys.stderr if err else sys.stdout) else text
+
+
+def emit_json(document: dict[str, Any]) -> None:
+    typer.echo(json.dumps(document, indent=2, sort_keys=True))
+
+
+def report_json(result: RenderResult, config: Path) -> dict[str, Any]:
+    changes = [{"path": c.path, "status": c.status, "secret": c.secret} for c in result.report.changes]
+    return {
+        "ok": True,
+        "config": str(config),
+        "out": str(result.out),
+        "changes": changes,
+        "stacks_affected": result.report.stacks_affected(result.plan),
+    }
 
 
 def print_report(result: RenderResult, *, applied: bool) -> None:
@@ -34,8 +68,10 @@ def print_report(result: RenderResult, *, applied: bool) -> None:
 
 
 def print_checks(checks: list[Check]) -> int:
+    """The checks, one a line, then a summary; the exit code: 1 when one failed."""
     for check in checks:
-        typer.echo(f"{check.level:4}  {check.name}: {check.detail}")
+        level = paint(f"{check.level:4}", LEVEL_COLOURS[check.level])
+        typer.echo(f"{level}  {check.name}: {check.detail}")
     failed = sum(c.level == "fail" for c in checks)
     typer.echo(f"{failed} failed" if failed else "all checks passed")
     return 1 if failed else 0

@@ -3,85 +3,101 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Annotated
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from homelab.cli import ConfigOption, app
-from homelab.cli.errors import handled
+from homelab.cli import app
+from homelab.cli.options import (
+    DEFAULT_CONFIG,
+    ConfigOption,
+    DryRunOption,
+    JsonOption,
+    OutOption,
+    StacksArgument,
+    quiet,
+)
+from homelab.cli.report import emit_json
 
-CONFIG_DEFAULT = Path("homelab.yaml")
-OutOption = Annotated[
-    Path | None, typer.Option("--out", "-o", help="Stacks folder (default: ./stacks next to the config).")
-]
-StacksArgument = Annotated[
-    list[str] | None,
-    typer.Argument(help="Stacks to act on (edge, media, cloud, dev, monitoring); default: all."),
-]
-VERBS = {"create": "create", "recreate": "recreate", "start": "start", "remove": "remove"}
+if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
+    from homelab.apply import Convergence
 
 
-def _echo(message: str) -> None:
-    typer.echo(message)
+def _progress(ctx: typer.Context) -> Callable[[str], None]:
+    """Each step as it happens; nothing with -q (the summary line and errors still print)."""
+    return (lambda _: None) if quiet(ctx) else typer.echo
 
 
 @app.command()
 def up(
+    ctx: typer.Context,
     stacks: StacksArgument = None,
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: ConfigOption = DEFAULT_CONFIG,
     out: OutOption = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")] = False,
+    dry_run: DryRunOption = False,
     timeout: Annotated[
         int, typer.Option("--timeout", min=1, help="Seconds each stack may take to become healthy.")
     ] = 300,
     force: Annotated[bool, typer.Option("--force", help="Replace stack files edited by hand.")] = False,
+    no_snapshot: Annotated[
+        bool, typer.Option("--no-snapshot", help="Upgrade images even where no snapshot can undo it.")
+    ] = False,
 ) -> None:
-    """Render, show the plan, apply only what changed (edge first), wait for health."""
-    from homelab import apply
+    """Render, show the plan, apply only what changed (edge first), wait for health; roll back a failed
+    upgrade (docs/upgrades.md)."""
+    from homelab import apply, drift
+    from homelab.certs import guard
     from homelab.cli.report import print_report
     from homelab.config.loader import load
-    from homelab.project import render_project
+    from homelab.plan import build_plan
+    from homelab.project import default_out, render_project
     from homelab.runtime.docker import Docker
+    from homelab.upgrade import guard_for, read_composes
 
     began = time.monotonic()
-    with handled():
-        loaded = load(config)
-        docker = Docker()
-        docker.check()
-        result = render_project(loaded, out, force=force, dry_run=dry_run)
-        selected = apply.select_stacks(result.plan, stacks or [])
-        changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
-        pending = None
-        if dry_run:
-            pending = {
-                s: result.rendering.files[f"{s}/compose.yaml"] for s in selected if f"{s}/compose.yaml" in changed
-            }
-        convergence = apply.converge(
-            result.plan,
-            result.out,
-            docker,
-            selected,
-            changed_files=changed,
-            pending_compose=pending,
-            include_removed_stacks=not stacks,
-        )
-        if result.report.changed:
-            print_report(result, applied=not dry_run)
-        _print_convergence(convergence)
-        if dry_run or not convergence.changed:
-            return
-        outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=_echo)
+    loaded = load(config)
+    docker = Docker()
+    docker.check()
+    guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
+    previous = read_composes((out or default_out(loaded)).resolve())
+    result = render_project(loaded, out, force=force, dry_run=dry_run)
+    selected = apply.select_stacks(result.plan, stacks or [])
+    changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
+    pending = None
+    if dry_run:
+        pending = {s: result.rendering.files[f"{s}/compose.yaml"] for s in selected if f"{s}/compose.yaml" in changed}
+    convergence = apply.converge(
+        result.plan,
+        result.out,
+        docker,
+        selected,
+        changed_files=changed,
+        pending_compose=pending,
+        include_removed_stacks=not stacks,
+    )
+    repairs = drift.mark_repairs(convergence, drift.find_drift(convergence, result.plan, changed))
+    if result.report.changed:
+        print_report(result, applied=not dry_run)
+    _print_convergence(convergence)
+    if dry_run or not convergence.changed:
+        return
+    progress = _progress(ctx)
+    undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
+    outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
+    for found in repairs:
+        typer.echo(f"repaired {drift.describe(found)}")
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
 
 
-def _print_convergence(convergence) -> None:  # type: ignore[no-untyped-def]
+def _print_convergence(convergence: Convergence) -> None:
     left = convergence.actions("leave")
     for action in convergence.actions():
         if action.action != "leave":
             reason = f"  ({action.reason})" if action.reason else ""
-            typer.echo(f"  {VERBS[action.action]:9} {action.stack}/{action.service}{reason}")
+            typer.echo(f"  {action.action:9} {action.stack}/{action.service}{reason}")
     if not convergence.changed:
         typer.echo(f"no changes: {len(left)} services up to date")
         return
@@ -91,7 +107,9 @@ def _print_convergence(convergence) -> None:  # type: ignore[no-untyped-def]
 
 
 @app.command()
-def down(stacks: StacksArgument = None, config: ConfigOption = CONFIG_DEFAULT, out: OutOption = None) -> None:
+def down(
+    ctx: typer.Context, stacks: StacksArgument = None, config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None
+) -> None:
     """Stop and remove the stacks' containers (reverse order). Datasets, acme.json and secrets are kept."""
     from homelab import apply
     from homelab.config.loader import load
@@ -99,29 +117,36 @@ def down(stacks: StacksArgument = None, config: ConfigOption = CONFIG_DEFAULT, o
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
 
-    with handled():
-        loaded = load(config)
-        plan = build_plan(loaded)
-        selected = apply.select_stacks(plan, stacks or [])
-        docker = Docker()
-        docker.check()
-        done = apply.down(plan, (out or default_out(loaded)).resolve(), docker, selected, progress=_echo)
+    loaded = load(config)
+    plan = build_plan(loaded)
+    selected = apply.select_stacks(plan, stacks or [])
+    docker = Docker()
+    docker.check()
+    done = apply.down(plan, (out or default_out(loaded)).resolve(), docker, selected, progress=_progress(ctx))
     typer.echo(f"down: {', '.join(done)} stopped; data kept" if done else "down: nothing was running")
 
 
 @app.command()
-def status(config: ConfigOption = CONFIG_DEFAULT) -> None:
-    """Per service: state, health, image, route URL, certificate expiry, last change."""
-    from homelab import apply
+def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json: JsonOption = False) -> None:
+    """Per service: state, health, image, route URL, certificate expiry, last change; then drift
+    (containers changed by hand, strays; `up` repairs them)."""
+    from homelab import drift
+    from homelab import status as service_status
     from homelab.config.loader import load
     from homelab.plan import build_plan
+    from homelab.project import default_out
     from homelab.runtime.docker import Docker
 
-    with handled():
-        plan = build_plan(load(config))
-        docker = Docker()
-        docker.check()
-        rows = apply.status(plan, docker)
+    loaded = load(config)
+    plan = build_plan(loaded)
+    docker = Docker()
+    docker.check()
+    rows = service_status.status(plan, docker)
+    drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
+    bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
+    if as_json:
+        emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
+        raise typer.Exit(1 if bad else 0)
     header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE")
     table = [header] + [
         (f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change) for r in rows
@@ -129,7 +154,8 @@ def status(config: ConfigOption = CONFIG_DEFAULT) -> None:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
+    for found in drifts:
+        typer.echo(drift.describe(found))
     raise typer.Exit(1 if bad else 0)
 
 
@@ -138,7 +164,7 @@ def logs(
     service: Annotated[str, typer.Argument(help="Service name, e.g. traefik, nextcloud, db.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
     tail: Annotated[str, typer.Option("--tail", help="Lines from the end ('all' for everything).")] = "200",
-    config: ConfigOption = CONFIG_DEFAULT,
+    config: ConfigOption = DEFAULT_CONFIG,
     out: OutOption = None,
 ) -> None:
     """Print a service's logs (compose's, from the stack it belongs to)."""
@@ -149,15 +175,14 @@ def logs(
     from homelab.runtime import process
     from homelab.runtime.docker import Docker
 
-    with handled():
-        loaded = load(config)
-        plan = build_plan(loaded)
-        stack = next((s for s in plan.stacks.values() if service in s.services), None)
-        if stack is None:
-            known = ", ".join(n for s in plan.stacks.values() for n in s.services)
-            raise ConfigError([f"unknown service {service!r} (services: {known})"])
-        docker = Docker()
-        docker.check()
-        directory = (out or default_out(loaded)).resolve() / stack.name
-        code = process.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
+    loaded = load(config)
+    plan = build_plan(loaded)
+    stack = next((s for s in plan.stacks.values() if service in s.services), None)
+    if stack is None:
+        known = ", ".join(n for s in plan.stacks.values() for n in s.services)
+        raise ConfigError([f"unknown service {service!r} (services: {known})"])
+    docker = Docker()
+    docker.check()
+    directory = (out or default_out(loaded)).resolve() / stack.name
+    code = process.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
     raise typer.Exit(code)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import difflib
-import stat
+import re
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from homelab.config import yamlsafe
 from homelab.config.models import Config
 from homelab.errors import ConfigError
 
@@ -35,32 +36,41 @@ class LoadedConfig:
         return (self.base_dir / relative).resolve()
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (a silent override is a classic homelab.yaml bug)."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def _compose(text: str, name: str) -> yaml.Node | None:
-    try:
-        return yaml.compose(text, Loader=_LineLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        raise ConfigError([f"{name}:{line}: invalid YAML: {exc.problem or exc.context}"]) from None
+def _control_problem(node: yaml.Node, loc: Loc) -> str | None:
+    """Every string in homelab.yaml lands in some config file or command line, where a line break or
+    other control character would start a new line or option: refused in keys and values alike."""
+    if not isinstance(node, yaml.ScalarNode):
+        return None
+    found = _CONTROL.search(node.value)
+    if found is None:
+        return None
+    return f"{_dotted(loc)}: contains a control character (U+{ord(found.group()):04X}); values end up in config files"
 
 
 def _line_index(node: yaml.Node, loc: Loc, index: dict[Loc, int], problems: list[str], name: str) -> None:
-    """Record the line of every key (and list item) so validation errors can point at it."""
+    """Record the line of every key (and list item) so validation errors can point at it; refuse
+    duplicate keys (a silent override is a classic homelab.yaml bug) and control characters."""
     index[loc] = node.start_mark.line + 1
+    control = _control_problem(node, loc)
+    if control:
+        problems.append(f"{name}:{node.start_mark.line + 1}: {control}")
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             key, line = key_node.value, key_node.start_mark.line + 1
-            if key in seen:
-                dotted = ".".join(str(p) for p in (*loc, key))
-                problems.append(f"{name}:{line}: {dotted}: duplicate key (first set on line {seen[key]})")
-            seen.setdefault(key, line)
-            _line_index(value_node, (*loc, key), index, problems, name)
-            index[(*loc, key)] = key_node.start_mark.line + 1
+            here = (*loc, key if isinstance(key, str) else str(key))
+            if isinstance(key, str) and key in seen:
+                problems.append(f"{name}:{line}: {_dotted(here)}: duplicate key (first set on line {seen[key]})")
+            elif isinstance(key, str):
+                seen[key] = line
+            key_control = _control_problem(key_node, here)
+            if key_control:
+                problems.append(f"{name}:{line}: {key_control}")
+            _line_index(value_node, here, index, problems, name)
+            index[here] = line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _line_index(item, (*loc, i), index, problems, name)
@@ -72,17 +82,23 @@ def _line_of(loc: Loc, index: dict[Loc, int]) -> int:
     return index.get(loc, 1)
 
 
-def _model_at(loc: Loc) -> type[BaseModel] | None:
+def _model_at(loc: Loc, root: type[BaseModel]) -> type[BaseModel] | None:
     """The pydantic model that describes the mapping at `loc` (for did-you-mean on unknown keys)."""
-    model: Any = Config
-    for part in loc:
-        if isinstance(part, int) or model is None:
+    model: Any = root
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        if isinstance(part, int) or not (isinstance(model, type) and issubclass(model, BaseModel)):
             return None
-        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        field = model.model_fields.get(part)
         if field is None:
-            # dict[str, Model]: the key is a free name, the value is the model
             return None
         model = _unwrap_model(field.annotation)
+        if typing.get_origin(model) is dict:
+            if not parts:
+                return None
+            parts.pop(0)  # dict[str, Model]: the key is a free name, the value is the model
+            model = _unwrap_model(typing.get_args(model)[1])
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
@@ -99,14 +115,14 @@ def _dotted(loc: Loc) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
-def _message(error: Any) -> str:
+def _message(error: Any, root: type[BaseModel] = Config) -> str:
     kind = error["type"]
     loc: Loc = tuple(error["loc"])
     if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
+        model = _model_at(loc[:-1], root)
         known = list(model.model_fields) if model else []
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})" if known else ""
         return f"unknown key{hint}"
     if kind == "missing":
         return "required key is missing"
@@ -123,85 +139,58 @@ def _clean_loc(loc: Loc) -> Loc:
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
 
 
-def load(path: Path | str) -> LoadedConfig:
-    """Read, parse and validate a config file, then check cross-field rules and secret files."""
-    path = Path(path)
-    name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"{name}: no such file (create one with `homelab init`)"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"{name}: cannot read: {exc}"]) from None
+M = TypeVar("M", bound=BaseModel)
 
-    node = _compose(text, name)
-    if node is None:
-        raise ConfigError([f"{name}:1: the file is empty (expected `version: 1` and the server settings)"])
+
+def parse_model(path: Path, model: type[M], *, missing: str, empty: str | None = None) -> tuple[M, dict[Loc, int]]:
+    """Read a YAML file homelab reads (homelab.yaml, the sensor inventory) and validate it against
+    `model`: bounded YAML, no control characters or duplicate keys, every problem as `file:line:
+    key.path: message`. `missing` is the hint for an absent file; `empty` the error for an empty one
+    (None: an empty file is an empty mapping). Returns the model and the line of every key."""
+    name = str(path)
     index: dict[Loc, int] = {}
     problems: list[str] = []
-    _line_index(node, (), index, problems, name)
-    if problems:
-        raise ConfigError(problems)
-    data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+
+    def inspect(node: yaml.Node) -> None:
+        _line_index(node, (), index, problems, name)
+        if problems:
+            raise ConfigError(problems)
+
+    node, data = yamlsafe.compose(yamlsafe.read(path, name, missing), name, inspect)
+    if node is None and empty is not None:
+        raise ConfigError([f"{name}:1: {empty}"])
+    data = {} if node is None else data
     if not isinstance(data, dict):
         raise ConfigError([f"{name}:1: expected a mapping of settings, got {type(data).__name__}"])
-
     try:
-        config = Config.model_validate(data)
+        return model.model_validate(data), index
     except ValidationError as exc:
         for error in exc.errors():
             loc = _clean_loc(tuple(error["loc"]))
-            problems.append(f"{name}:{_line_of(loc, index)}: {_dotted(loc)}: {_message(error)}")
+            problems.append(f"{name}:{_line_of(loc, index)}: {_dotted(loc)}: {_message(error, model)}")
         raise ConfigError(problems) from None
 
+
+def load(path: Path | str) -> LoadedConfig:
+    """Read, parse and validate a config file, then check cross-field rules and secret files."""
+    from homelab.config.checks import cross_field_problems
+    from homelab.config.secretfiles import secret_file_problems
+
+    path = Path(path)
+    config, index = parse_model(
+        path,
+        Config,
+        missing="create one with `homelab init`",
+        empty="the file is empty (expected `version: 1` and the server settings)",
+    )
     loaded = LoadedConfig(config, path.resolve())
-    for loc, message in (*_cross_field_problems(config, index.__contains__), *_secret_file_problems(loaded)):
-        problems.append(f"{name}:{_line_of(loc, index)}: {_dotted(loc)}: {message}")
+    problems = [
+        f"{path}:{_line_of(loc, index)}: {_dotted(loc)}: {message}"
+        for loc, message in (*cross_field_problems(config, index.__contains__), *secret_file_problems(loaded))
+    ]
     if problems:
         raise ConfigError(problems)
     return loaded
-
-
-def _cross_field_problems(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[Loc, str]]:
-    """Rules across sections; each problem is reported at a key the user actually wrote."""
-    from homelab.catalog import app_names
-    from homelab.profiles import available
-
-    if config.server.profile not in available():
-        yield (
-            ("server", "profile"),
-            f"unknown hardware profile {config.server.profile!r} (known: {', '.join(available())})",
-        )
-    if config.edge.kind == "nginx" and config.domain.acme.challenge != "http":
-        yield (
-            ("domain", "acme", "challenge"),
-            (
-                f"the nginx edge gets certificates with certbot's webroot: use challenge 'http', "
-                f"not {config.domain.acme.challenge!r}"
-            ),
-        )
-
-    taken: dict[str, str] = {}
-    hosts: list[tuple[Loc, str, str]] = [(("monitoring", "subdomain"), "monitoring", config.monitoring.subdomain)]
-    for app in app_names():
-        settings = getattr(config.apps, app)
-        if settings.enabled:
-            hosts.append((("apps", app, "subdomain"), app, settings.subdomain or app))
-    if not config.monitoring.enabled:
-        hosts.pop(0)
-    for loc, owner, label in hosts:
-        if label in taken:
-            yield loc, f"subdomain {label!r} is already used by {taken[label]}"
-        taken[label] = owner
-
-    used: dict[int, str] = {}
-    for key, port in config.published_ports():
-        if port in used:
-            first, second = used[port], key
-            if not written(tuple(second.split("."))):
-                first, second = second, first
-            yield tuple(second.split(".")), f"port {port} is already used by {first}"
-        used[port] = key
 
 
 def secret_refs(model: BaseModel, loc: Loc = ()) -> Iterator[tuple[Loc, str]]:
@@ -219,26 +208,3 @@ def secret_refs(model: BaseModel, loc: Loc = ()) -> Iterator[tuple[Loc, str]]:
                     yield (*here, key), item
         elif field_name.endswith("_file") and isinstance(value, str):
             yield here, value
-
-
-def _secret_file_problems(loaded: LoadedConfig) -> Iterator[tuple[Loc, str]]:
-    for loc, relative in secret_refs(loaded.config):
-        path = loaded.secret_path(relative)
-        try:
-            info = path.stat()
-        except FileNotFoundError:
-            yield loc, f"secret file {relative!r} does not exist"
-            continue
-        except OSError as exc:
-            yield loc, f"secret file {relative!r} cannot be read: {exc.strerror}"
-            continue
-        if not stat.S_ISREG(info.st_mode):
-            yield loc, f"secret file {relative!r} is not a regular file"
-        elif info.st_mode & 0o077:
-            yield (
-                loc,
-                (
-                    f"secret file {relative!r} is readable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
-                    f"run: chmod 600 {relative}"
-                ),
-            )

@@ -6,107 +6,38 @@ description is user documentation.
 
 from __future__ import annotations
 
-import ipaddress
-import re
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, model_validator
 
-_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-_HOSTNAME_RE = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
-_DOMAIN_RE = re.compile(rf"^{_LABEL}(\.{_LABEL})+$")
-_DATASET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*(/[A-Za-z0-9][A-Za-z0-9_.:-]*)*$")
-_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_IMAGE_RE = re.compile(
-    r"^([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+from homelab.config.resources import Resources
+from homelab.config.types import (
+    AbsolutePath,
+    Address,
+    BackendName,
+    Cidr,
+    DatasetName,
+    DevicePath,
+    DiskName,
+    DomainName,
+    Email,
+    EnvName,
+    Hostname,
+    HostPort,
+    Id,
+    Image,
+    Login,
+    MediaName,
+    OnCalendar,
+    OptionName,
+    Port,
+    ProviderName,
+    SecretFile,
+    Subdomain,
+    Timezone,
+    Url,
+    ZfsProperty,
 )
-_ONCALENDAR_RE = re.compile(r"^[A-Za-z0-9*,:./ ~-]+$")
-
-
-def _hostname(value: str) -> str:
-    if len(value) > 253 or not _HOSTNAME_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid hostname (lowercase letters, digits, '-', dots)")
-    return value
-
-
-def _host_port(value: str) -> str:
-    host, _, port = value.partition(":")
-    _hostname(host)
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
-        raise ValueError(f"{value!r}: the port after ':' must be a number from 1 to 65535")
-    return value
-
-
-def _domain(value: str) -> str:
-    if len(value) > 253 or not _DOMAIN_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid domain name (e.g. example.com)")
-    return value
-
-
-def _subdomain(value: str) -> str:
-    if not re.fullmatch(_LABEL, value):
-        raise ValueError(f"{value!r} is not a valid subdomain label (lowercase letters, digits, '-')")
-    return value
-
-
-def _dataset(value: str) -> str:
-    if not _DATASET_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid ZFS dataset name (e.g. tank/apps)")
-    return value
-
-
-def _email(value: str) -> str:
-    if not _EMAIL_RE.match(value):
-        raise ValueError(f"{value!r} is not an email address")
-    return value
-
-
-def _cidr(value: str) -> str:
-    try:
-        return str(ipaddress.ip_network(value, strict=False))
-    except ValueError:
-        raise ValueError(f"{value!r} is not an IP network in CIDR form (e.g. 192.168.1.0/24)") from None
-
-
-def _image(value: str) -> str:
-    if not _IMAGE_RE.match(value):
-        raise ValueError(f"{value!r} is not an image reference (e.g. traefik:v3.7.15)")
-    return value
-
-
-def _timezone(value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z_]+(/[A-Za-z0-9_+-]+)*|UTC", value):
-        raise ValueError(f"{value!r} is not a tz database name (e.g. Europe/Berlin)")
-    return value
-
-
-def _absolute(value: str) -> str:
-    if not value.startswith("/"):
-        raise ValueError(f"{value!r} must be an absolute path")
-    return value
-
-
-def _oncalendar(value: str) -> str:
-    if not _ONCALENDAR_RE.match(value):
-        raise ValueError(f"{value!r} is not a systemd OnCalendar expression (e.g. '*-*-* 03:00:00')")
-    return value
-
-
-Hostname = Annotated[str, AfterValidator(_hostname)]
-HostPort = Annotated[str, AfterValidator(_host_port)]
-DomainName = Annotated[str, AfterValidator(_domain)]
-Subdomain = Annotated[str, AfterValidator(_subdomain)]
-DatasetName = Annotated[str, AfterValidator(_dataset)]
-Email = Annotated[str, AfterValidator(_email)]
-Cidr = Annotated[str, AfterValidator(_cidr)]
-Image = Annotated[str, AfterValidator(_image)]
-Timezone = Annotated[str, AfterValidator(_timezone)]
-OnCalendar = Annotated[str, AfterValidator(_oncalendar)]
-AbsolutePath = Annotated[str, AfterValidator(_absolute)]
-Port = Annotated[int, Field(ge=1, le=65535)]
-Id = Annotated[int, Field(ge=0, le=2**31 - 1)]
-# A path to a file holding one secret, relative to homelab.yaml. Checked at load: exists, not world-readable.
-SecretFile = Annotated[str, Field(min_length=1, json_schema_extra={"secret_file": True})]
 
 
 class Model(BaseModel):
@@ -115,7 +46,9 @@ class Model(BaseModel):
 
 class Server(Model):
     hostname: Hostname = Field(description="Short host name of the server; also the collectd host name.")
-    timezone: Timezone = Field("UTC", description="tz database name passed to every container as TZ.")
+    timezone: Timezone = Field(
+        "UTC", description="tz database name passed to every container as TZ; must exist in the tz database."
+    )
     uid: Id = Field(1000, description="Default user id the apps run as and own their datasets with.")
     gid: Id = Field(1000, description="Default group id the apps run as.")
     profile: str = Field(
@@ -128,16 +61,16 @@ class Acme(Model):
     challenge: Literal["http", "tls", "dns"] = Field(
         "tls", description="ACME challenge: http (port 80), tls (TLS-ALPN on 443) or dns (needs dns_provider)."
     )
-    dns_provider: str | None = Field(
+    dns_provider: ProviderName | None = Field(
         None, description="lego DNS provider code for the dns challenge, e.g. cloudflare, duckdns, namecheap."
     )
-    dns_credentials: dict[str, SecretFile] = Field(
+    dns_credentials: dict[EnvName, SecretFile] = Field(
         default_factory=dict,
         description="Provider variables -> secret files, e.g. {CF_DNS_API_TOKEN: secrets/cf-token}. "
         "Passed to the edge as VAR_FILE, never as values.",
     )
     staging: bool = Field(False, description="Use Let's Encrypt staging (untrusted certificates, high limits).")
-    ca_server: str | None = Field(
+    ca_server: Url | None = Field(
         None, description="ACME directory URL overriding production/staging (e.g. a Pebble test CA)."
     )
 
@@ -161,7 +94,9 @@ class Edge(Model):
     https_port: Port = Field(443, description="Host port for HTTPS.")
     lan_cidrs: list[Cidr] = Field(
         default_factory=lambda: ["192.168.0.0/16", "10.0.0.0/8", "172.16.0.0/12"],
-        description="Networks allowed to reach admin-only routes (e.g. Grafana).",
+        min_length=1,
+        description="Networks allowed to reach admin-only routes (e.g. Grafana); at least one "
+        "(an empty list would lock everyone out of them).",
     )
     proxy_subnet: Cidr = Field(
         "172.30.250.0/24", description="Subnet of the shared proxy network (apps trust proxies from it)."
@@ -176,14 +111,14 @@ class Ddns(Model):
     enabled: bool = Field(True, description="Run ddclient to keep DNS pointed at the home IP.")
     provider: DdnsProvider = Field("dyndns2", description="dyndns2, cloudflare, namecheap or duckdns.")
     server: HostPort | None = Field(None, description="Update server, host[:port] (dyndns2; defaults per provider).")
-    login: str | None = Field(None, description="Account login (dyndns2), zone owner (namecheap: the domain).")
+    login: Login | None = Field(None, description="Account login (dyndns2), zone owner (namecheap: the domain).")
     password_file: SecretFile | None = Field(None, description="Secret file with the password or API token.")
     hostnames: list[Hostname] = Field(
         default_factory=list, description="Names to update; default: every enabled app's hostname."
     )
     zone: DomainName | None = Field(None, description="Cloudflare zone; default: domain.name.")
     interval: int = Field(300, ge=60, description="Seconds between IP checks.")
-    check_ip_url: str = Field("https://api.ipify.org", description="Web page that echoes the public IP.")
+    check_ip_url: Url = Field("https://api.ipify.org", description="Web page that echoes the public IP.")
 
     @model_validator(mode="after")
     def _credentials(self) -> Ddns:
@@ -196,13 +131,15 @@ class Ddns(Model):
 
 class DatasetOverride(Model):
     name: DatasetName | None = Field(None, description="Full dataset name instead of <root>/<app>/<role>.")
-    properties: dict[str, str] = Field(default_factory=dict, description="ZFS properties, e.g. recordsize: 1M.")
+    properties: dict[ZfsProperty, str] = Field(default_factory=dict, description="ZFS properties, e.g. recordsize: 1M.")
 
 
 class Storage(Model):
     pool: DatasetName = Field("tank", description="ZFS pool name.")
     root: DatasetName = Field("tank/homelab", description="Parent dataset of every app dataset.")
-    mountpoint: str = Field("/tank/homelab", description="Where the root dataset is mounted on the host.")
+    mountpoint: AbsolutePath = Field(
+        "/tank/homelab", description="Where the root dataset is mounted on the host (absolute, normalised, no '..')."
+    )
     datasets: dict[str, DatasetOverride] = Field(
         default_factory=dict, description="Overrides per dataset role, keyed '<app>/<role>' (e.g. plex/media)."
     )
@@ -211,13 +148,12 @@ class Storage(Model):
     def _root_in_pool(self) -> Storage:
         if self.root != self.pool and not self.root.startswith(self.pool + "/"):
             raise ValueError(f"root {self.root!r} is not inside pool {self.pool!r}")
-        if not self.mountpoint.startswith("/"):
-            raise ValueError(f"mountpoint {self.mountpoint!r} must be an absolute path")
         return self
 
 
 class App(Model):
     enabled: bool = Field(True, description="Deploy this app.")
+    resources: Resources | None = Field(None, description="Override the app service's catalog resources.")
     subdomain: Subdomain | None = Field(None, description="Host label under domain.name; default: the app name.")
     lan_only: bool = Field(False, description="Only the edge.lan_cidrs may reach this app.")
 
@@ -226,10 +162,10 @@ class Plex(App):
     claim_token_file: SecretFile | None = Field(
         None, description="Secret file with a claim token from plex.tv/claim (first start only)."
     )
-    transcode_device: str | None = Field(
-        "/dev/dri", description="Device for hardware transcoding (Quick Sync); null to disable."
+    transcode_device: DevicePath | None = Field(
+        "/dev/dri", description="Device for hardware transcoding (Quick Sync), a path under /dev; null to disable."
     )
-    media_paths: dict[str, str] = Field(
+    media_paths: dict[MediaName, AbsolutePath] = Field(
         default_factory=dict, description="Extra read-only host folders: name -> host path, mounted at /data/<name>."
     )
 
@@ -242,6 +178,8 @@ class Nextcloud(App):
 
 class Gitea(App):
     ssh_port: Port = Field(2222, description="Host port the edge forwards to Gitea's SSH server.")
+    open_registration: bool = Field(False, description="Let anyone sign up (closed by default).")
+    admin_user: str = Field("gitea-admin", pattern=r"^[A-Za-z0-9_.-]+$", description="Site admin made at first up.")
 
 
 class Jenkins(App):
@@ -264,9 +202,16 @@ class Ipmi(Model):
     mode: Literal["off", "local", "lan"] = Field(
         "local", description="off, local (/dev/ipmi0 in the collectd container) or lan (BMC over RMCP+)."
     )
-    address: str | None = Field(None, description="BMC address (lan).")
-    username: str | None = Field(None, description="BMC user (lan).")
+    address: Address | None = Field(None, description="BMC address (lan): host name or IP address.")
+    username: Login | None = Field(None, description="BMC user (lan).")
     password_file: SecretFile | None = Field(None, description="Secret file with the BMC password (lan).")
+    cipher_suite: int | None = Field(
+        None,
+        ge=0,
+        le=17,
+        description="RMCP+ cipher suite for `homelab monitor discover` (ipmitool -C); unset: ipmitool asks the "
+        "BMC, which costs a 10 s timeout on BMCs that do not answer that (3 works on nearly all).",
+    )
 
     @model_validator(mode="after")
     def _lan_needs_credentials(self) -> Ipmi:
@@ -279,6 +224,26 @@ class Thresholds(Model):
     cpu_temp_c: float | None = Field(None, description="CPU temperature alert; default from the profile.")
     disk_temp_c: float | None = Field(None, description="Disk temperature alert; default from the profile.")
     pool_used_percent: float = Field(80, gt=0, le=100, description="Alert when a dataset's pool is this full.")
+    fan_min_rpm: float = Field(
+        100, ge=0, description="Fan alert floor (RPM) for fans whose BMC sets no lower critical threshold."
+    )
+
+
+class Smtp(Model):
+    """Grafana's mail server (rendered as GF_SMTP_*; the password reaches Grafana as a secret file)."""
+
+    host: str = Field(description="SMTP server host name or address.")
+    port: Port = Field(587, description="SMTP port (587 STARTTLS, 465 TLS, 25 plain).")
+    from_address: Email = Field(description="Sender address of alert mails.")
+    user: str | None = Field(None, description="SMTP login, if the server wants one.")
+    password_file: SecretFile | None = Field(None, description="Secret file with the SMTP password.")
+    skip_verify: bool = Field(False, description="Accept a self-signed server certificate.")
+
+
+class Webhook(Model):
+    """A JSON webhook contact point (ntfy, Gotify or anything that takes a POST)."""
+
+    url: str = Field(pattern=r"^https?://\S+$", description="Where Grafana POSTs alerts, e.g. https://ntfy.sh/topic.")
 
 
 class Monitoring(Model):
@@ -286,16 +251,23 @@ class Monitoring(Model):
     interval: int = Field(10, ge=1, le=300, description="Collection interval in seconds (= finest retention).")
     subdomain: Subdomain = Field("grafana", description="Grafana's host label (always LAN-only).")
     ipmi: Ipmi = Field(default_factory=Ipmi, description="Where collectd reads BMC sensors.")
-    disks: list[str] | None = Field(None, description="Disks to watch (sda...); default: the profile's disks.")
+    disks: list[DiskName] | None = Field(None, description="Disks to watch (sda...); default: the profile's disks.")
     thresholds: Thresholds = Field(default_factory=Thresholds, description="Alert thresholds.")
     contact_email: Email | None = Field(None, description="Where Grafana sends alerts.")
+    smtp: Smtp | None = Field(None, description="The mail server Grafana sends alert mails through.")
+    webhook: Webhook | None = Field(None, description="A webhook contact point (ntfy, Gotify...).")
+    inventory: str | None = Field(
+        None,
+        description="The sensor inventory `homelab monitor discover` writes (relative to homelab.yaml); "
+        "without one the hardware profile's sensors are used.",
+    )
 
 
 class BackupRemote(Model):
-    type: str = Field(description="rclone backend type, e.g. b2, s3, sftp, webdav, local.")
+    type: BackendName = Field(description="rclone backend type, e.g. b2, s3, sftp, webdav, local.")
     path: str = Field(description="Bucket/folder on the remote, e.g. my-bucket/nas.")
-    options: dict[str, str] = Field(default_factory=dict, description="Non-secret rclone backend options.")
-    secret_options: dict[str, SecretFile] = Field(
+    options: dict[OptionName, str] = Field(default_factory=dict, description="Non-secret rclone backend options.")
+    secret_options: dict[OptionName, SecretFile] = Field(
         default_factory=dict, description="rclone backend options read from secret files (e.g. key: secrets/b2-key)."
     )
 
@@ -309,7 +281,11 @@ class Retention(Model):
 class Backup(Model):
     enabled: bool = Field(True, description="Back up the app datasets with rclone crypt.")
     remotes: dict[Subdomain, BackupRemote] = Field(default_factory=dict, description="Named rclone remotes.")
-    schedule: OnCalendar = Field("*-*-* 03:00:00", description="systemd OnCalendar for the backup timer.")
+    schedule: OnCalendar = Field(
+        "*-*-* 03:00:00",
+        description="systemd OnCalendar for the backup timer, checked against systemd's grammar "
+        "(e.g. '*-*-* 03:00:00', 'Mon..Fri 02:30', 'daily').",
+    )
     retention: Retention = Field(default_factory=Retention, description="Snapshots kept per period.")
     datasets: list[str] | None = Field(
         None, description="Dataset roles ('<app>/<role>') to back up; default: every role marked for backup."
@@ -318,6 +294,12 @@ class Backup(Model):
         None, description="Secret file with the crypt password; generated (back it up!) when absent."
     )
     crypt_salt_file: SecretFile | None = Field(None, description="Secret file with the crypt salt; generated too.")
+    stall_timeout: int = Field(
+        300,
+        ge=10,
+        description="Seconds a transfer may make no progress (a remote lost mid-run) before the run stops "
+        "with an error and releases its lock.",
+    )
     state_dir: AbsolutePath | None = Field(
         None,
         description="Run records, file listings and the rclone config (0600); collectd reads "
@@ -331,6 +313,10 @@ class Backup(Model):
         return self
 
 
+class Certs(Model):
+    public_address: IPvAnyAddress | None = Field(None, description="Public IP (what ddclient reports) to check.")
+
+
 class Config(Model):
     version: Literal[1] = Field(description="Config format version; 1.")
     server: Server = Field(description="The box itself.")
@@ -341,6 +327,7 @@ class Config(Model):
     apps: Apps = Field(default_factory=Apps, description="The apps, each on its own subdomain.")
     monitoring: Monitoring = Field(default_factory=Monitoring, description="collectd -> Graphite -> Grafana.")
     backup: Backup | None = Field(None, description="Encrypted rclone backups; omit to disable.")
+    certs: Certs = Field(default_factory=Certs, description="Certificate preflight and rate-limit guard.")
     images: dict[str, Image] = Field(
         default_factory=dict, description="Image override per service (e.g. traefik: traefik:v3.7.15)."
     )

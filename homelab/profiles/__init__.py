@@ -6,25 +6,28 @@ import functools
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from homelab.errors import ConfigError
+from homelab.yamlio import safe_load
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# IPMI entity ID codes (IPMI 2.0 table 43-13) for the entity names OpenIPMI prints.
+# IPMI entity ID codes (IPMI 2.0 table 43-13) under the names OpenIPMI prints for them (its
+# entity_id_types table, lib/entity.c; the strings are in Debian's libOpenIPMI.so.0 in that order):
+# 4 is "disk", 8 "memory_module", 32 "memory_device" (the DIMM temperatures of most boards).
 ENTITY_IDS = {
     "processor": 3,
-    "disk_or_disk_bay": 4,
+    "disk": 4,
     "system_board": 7,
+    "memory_module": 8,
     "power_supply": 10,
-    "memory_module": 32,
-    "fan_cooling": 29,
     "system_chassis": 23,
+    "fan_cooling": 29,
+    "memory_device": 32,
 }
 
 
@@ -99,4 +102,4 @@ def load_profile(name: str) -> Profile:
     path = Path(__file__).parent / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError([f"server.profile: unknown hardware profile {name!r} (known: {', '.join(available())})"])
-    return Profile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return Profile.model_validate(safe_load(path.read_text(encoding="utf-8")))

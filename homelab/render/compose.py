@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from homelab.layout import SECRETS_DIR, project_name
 from homelab.plan import Plan, Service, Stack
 from homelab.render import GENERATED_MARK
 from homelab.render.yamldump import dump, escape_compose
 
-SECRETS_DIR = "secrets"  # sibling of the stack folders, so compose files reference ../secrets/NAME
-
-
-def project_name(stack: Stack) -> str:
-    return f"homelab-{stack.name}"
-
 
 def render_stack(plan: Plan, stack: Stack) -> str:
     services = {name: _service(plan, stack, service) for name, service in stack.services.items()}
-    document: dict[str, Any] = {"name": project_name(stack), "services": services}
+    document: dict[str, Any] = {"name": project_name(stack.name), "services": services}
     secret_names = sorted({name for s in stack.services.values() for name, _ in s.secrets})
     if secret_names:
         document["secrets"] = {name: {"file": f"../{SECRETS_DIR}/{name}"} for name in secret_names}
@@ -28,50 +23,64 @@ def render_stack(plan: Plan, stack: Stack) -> str:
 
 
 def _service(plan: Plan, stack: Stack, service: Service) -> dict[str, Any]:
-    out: dict[str, Any] = {"image": service.image}
-    if service.build:
-        out["build"] = {"context": f"./{service.build}"}
-    if service.user:
-        out["user"] = service.user
-    if service.entrypoint is not None:
-        out["entrypoint"] = [escape_compose(a) for a in service.entrypoint]
-    if service.command is not None:
-        out["command"] = [escape_compose(a) for a in service.command]
-    out["restart"] = "unless-stopped"
-    out["security_opt"] = ["no-new-privileges:true"]
-    if service.environment:
-        out["environment"] = {k: escape_compose(v) for k, v in sorted(service.environment.items())}
-    if service.secrets:
-        out["secrets"] = [{"source": name, "target": target} if target else name for name, target in service.secrets]
-    if service.mounts:
-        out["volumes"] = [
+    """Compose's keys in a fixed order; keys without a value are left out (see `_present`)."""
+    keys: dict[str, Any] = {
+        "image": service.image,
+        "build": {"context": f"./{service.build}"} if service.build else None,
+        "user": service.user or None,
+        "entrypoint": _escaped(service.entrypoint),
+        "command": _escaped(service.command),
+        "restart": "unless-stopped",
+        "security_opt": ["no-new-privileges:true"],
+        **_limits(service),
+        "environment": {k: escape_compose(v) for k, v in sorted(service.environment.items())},
+        "secrets": [{"source": name, "target": target} if target else name for name, target in service.secrets],
+        "volumes": [
             {"type": "bind", "source": m.source, "target": m.target, "read_only": m.read_only} for m in service.mounts
-        ]
-    if service.ports:
-        out["ports"] = list(service.ports)
-    if service.devices:
-        out["devices"] = list(service.devices)
-    if service.tmpfs:
-        out["tmpfs"] = list(service.tmpfs)
-    if service.cap_add:
-        out["cap_add"] = list(service.cap_add)
-    if service.network_mode:
-        out["network_mode"] = service.network_mode
-    elif service.networks:
-        out["networks"] = list(service.networks)
-    if service.depends_on:
-        out["depends_on"] = {
-            dep: {
-                "condition": "service_healthy" if stack.services[dep].healthcheck else "service_started",
-                "restart": True,
-            }
-            for dep in service.depends_on
+        ],
+        "ports": list(service.ports),
+        "devices": list(service.devices),
+        "tmpfs": list(service.tmpfs),
+        "cap_add": list(service.cap_add),
+        "network_mode": service.network_mode or None,
+        "networks": None if service.network_mode else list(service.networks),
+        "depends_on": _depends_on(stack, service),
+        "healthcheck": _healthcheck(service),
+        "labels": _labels(plan, stack, service),
+        "logging": {"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}},
+    }
+    return {k: v for k, v in keys.items() if _present(k, v)}
+
+
+def _present(key: str, value: Any) -> bool:
+    """None, [] and {} mean "not set", except an empty entrypoint or command: it overrides the image's."""
+    return value is not None and (value not in ([], {}) or key in ("entrypoint", "command"))
+
+
+def _escaped(argv: list[str] | None) -> list[str] | None:
+    return None if argv is None else [escape_compose(a) for a in argv]
+
+
+def _depends_on(stack: Stack, service: Service) -> dict[str, Any]:
+    """Wait for a dependency's health check when it has one, else for its start."""
+    return {
+        dep: {
+            "condition": "service_healthy" if stack.services[dep].healthcheck else "service_started",
+            "restart": True,
         }
-    if service.healthcheck:
-        out["healthcheck"] = {
-            k: (v if k != "test" else [escape_compose(a) for a in v]) for k, v in service.healthcheck.items()
-        }
-    labels = dict(service.labels)
+        for dep in service.depends_on
+    }
+
+
+def _healthcheck(service: Service) -> dict[str, Any] | None:
+    if not service.healthcheck:
+        return None
+    return {k: (v if k != "test" else [escape_compose(a) for a in v]) for k, v in service.healthcheck.items()}
+
+
+def _labels(plan: Plan, stack: Stack, service: Service) -> dict[str, str]:
+    """Traefik's routing labels, when Traefik is the edge."""
+    labels: dict[str, str] = {}
     if plan.config.edge.kind == "traefik":
         from homelab.render.edge_traefik import route_labels, tcp_route_labels
 
@@ -80,7 +89,18 @@ def _service(plan: Plan, stack: Stack, service: Service) -> dict[str, Any]:
             labels.update(route_labels(plan, route))
         for tcp_route in plan.tcp_routes_for(stack.name, service.name):
             labels.update(tcp_route_labels(tcp_route))
-    if labels:
-        out["labels"] = {k: escape_compose(v) for k, v in labels.items()}
-    out["logging"] = {"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}}
+    return {k: escape_compose(v) for k, v in labels.items()}
+
+
+def _limits(service: Service) -> dict[str, Any]:
+    """The service's resources, the capabilities it drops, a read-only root (docs/resources.md)."""
+    out: dict[str, Any] = {"cap_drop": list(service.cap_drop)} if service.cap_drop else {}
+    if service.read_only:
+        out["read_only"] = True
+    if service.resources:
+        r = service.resources
+        keys = {"mem_limit": r.memory, "mem_reservation": r.reservation, "pids_limit": r.pids, "cpus": r.cpus}
+        out.update({key: value for key, value in keys.items() if value is not None})
+        if r.cpu_weight is not None:
+            out["cpu_shares"] = r.cpu_weight
     return out

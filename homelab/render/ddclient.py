@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from homelab.errors import ConfigError
+from homelab.layout import DDCLIENT_CONF_SECRET
 from homelab.plan import Plan
 from homelab.render import Rendering
 from homelab.render.templating import render_template
@@ -20,7 +21,7 @@ def render(plan: Plan, rendering: Rendering, secret_values: dict[str, str]) -> N
             ]
         )
     hosts = ddns.hostnames or [r.host for r in plan.routes]
-    rendering.secret_files["edge_ddclient_conf"] = render_template(
+    rendering.secret_files[DDCLIENT_CONF_SECRET] = render_template(
         "ddclient.conf.j2",
         interval=ddns.interval,
         check_ip_url=ddns.check_ip_url,

@@ -15,15 +15,20 @@ LETSENCRYPT = "/etc/letsencrypt"
 CERT_DIR = f"{LETSENCRYPT}/edge"
 WEBROOT = "/var/www/certbot"
 HEALTH_PORT = 8081
-# The unprivileged user of the official nginx image that the worker processes run as.
-WORKER_USER = "nginx"
-# certbot waits this long after writing the placeholders before its first attempt, NGINX polls the
-# serial certbot bumps after installing certificates this often.
+# The unprivileged user of Debian's nginx package (the edge image, nginx.Dockerfile.j2) that the
+# worker processes run as.
+WORKER_USER = "www-data"
+# The rendered configuration and the copy NGINX runs (see nginx-run.sh.j2).
+CONF = "/etc/nginx/nginx.conf"
+LIVE_CONF = "/etc/nginx/live.conf"
+# certbot waits this long after writing the placeholders before its first attempt; NGINX's container
+# looks at the serial certbot bumps after installing certificates, and up the apps' names, this often.
 FIRST_WAIT_SECONDS = 10
-RELOAD_POLL_SECONDS = 60
+RELOAD_POLL_SECONDS = 5
 
 
 def render(plan: Plan, rendering: Rendering) -> None:
+    rendering.add("edge/nginx/Dockerfile", render_template("nginx.Dockerfile.j2"))
     rendering.add("edge/nginx/nginx.conf", nginx_conf(plan))
     rendering.add("edge/nginx/run.sh", nginx_run_sh(plan))
     rendering.add("edge/certbot/certbot.sh", certbot_sh(plan))
@@ -52,11 +57,31 @@ def certbot_sh(
     )
 
 
-def nginx_run_sh(plan: Plan, edge_dir: str = CERT_DIR, poll_seconds: int = RELOAD_POLL_SECONDS) -> str:
-    """The NGINX container's command: wait for a pair per name, start, reload when certbot signals."""
+def nginx_run_sh(
+    plan: Plan,
+    edge_dir: str = CERT_DIR,
+    poll_seconds: int = RELOAD_POLL_SECONDS,
+    conf: str = CONF,
+    live_conf: str = LIVE_CONF,
+    upstreams: Mapping[str, str] | None = None,
+) -> str:
+    """The NGINX container's command: wait for a pair per name, start, reload when certbot signals or
+    an app's name resolves differently. Paths and upstreams are parameters for the tests, as in nginx_conf()."""
+    names = sorted({address.rsplit(":", 1)[0] for address in app_upstreams(plan, upstreams).values()})
     return render_template(
-        "nginx-run.sh.j2", hosts=[r.host for r in plan.routes], edge_dir=edge_dir, poll_seconds=poll_seconds
+        "nginx-run.sh.j2",
+        hosts=[r.host for r in plan.routes],
+        edge_dir=edge_dir,
+        poll_seconds=poll_seconds,
+        conf=conf,
+        live_conf=live_conf,
+        upstream_hosts=names,
     )
+
+
+def app_upstreams(plan: Plan, upstreams: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`host:port` per app: by default its service name on the proxy network (Docker's DNS answers)."""
+    return {**{r.app: f"{r.service}:{r.port}" for r in plan.routes}, **(upstreams or {})}
 
 
 def nginx_conf(
@@ -70,13 +95,11 @@ def nginx_conf(
 ) -> str:
     """The listen addresses, certificate folder, upstream addresses and worker user are parameters so
     contract tests can run the very same configuration on loopback ports with test certificates, local
-    backends and a user the test machine has. `upstreams` maps an app to `host:port`; by default each
-    app's service name on the proxy network, resolved through Docker's DNS when a request needs it."""
-    default_upstreams = {r.app: f"{r.service}:{r.port}" for r in plan.routes}
+    backends and a user the test machine has. `upstreams` maps an app to `host:port` (app_upstreams())."""
     return render_template(
         "nginx.conf.j2",
         routes=plan.routes,
-        upstreams={**default_upstreams, **(upstreams or {})},
+        upstreams=app_upstreams(plan, upstreams),
         ciphers=tls_policy.openssl_ciphers(),
         curves=tls_policy.openssl_curves(),
         lan_cidrs=plan.config.edge.lan_cidrs,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from homelab.plan import PROXY_NETWORK, Plan, Route, TcpRoute
+from homelab.layout import PROXY_NETWORK
+from homelab.plan import Plan, Route, TcpRoute
 from homelab.render import GENERATED_MARK, Rendering, tls_policy
 from homelab.render.yamldump import dump
 

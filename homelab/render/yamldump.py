@@ -8,13 +8,15 @@ from typing import Any
 
 import yaml
 
+from homelab.yamlio import SafeDumper
+
 _NEEDS_QUOTES = re.compile(
     r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL|~|"
     r"[-+]?[0-9][0-9_:.eE+-]*|\.inf|\.nan|)$"
 )
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(SafeDumper):  # libyaml's emitter when present
     pass
 
 

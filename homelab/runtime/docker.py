@@ -14,9 +14,10 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from homelab.errors import CommandFailed, EnvironmentProblem
+from homelab.layout import PROJECT_PREFIX
 from homelab.runtime import process
 from homelab.runtime.compose import compose_command
 
@@ -25,7 +26,6 @@ log = logging.getLogger("homelab.docker")
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 HASH_LABEL = "com.docker.compose.config-hash"
-PROJECT_PREFIX = "homelab-"
 OVERRIDE = "compose.override.yaml"
 
 
@@ -85,6 +85,32 @@ class Container:
         )
 
 
+class Engine(Protocol):
+    """What homelab asks of the Docker Engine and Compose. `Docker` is the real one; tests use
+    tests/fakes/docker.FakeDocker."""
+
+    def server_version(self) -> str: ...
+    def check(self) -> str: ...
+    def compose_program(self) -> tuple[list[str], tuple[int, ...]]: ...
+    def config_hashes_many(self, jobs: Sequence[tuple[str, Path, Path | None]]) -> list[dict[str, str]]: ...
+    def up(
+        self,
+        project: str,
+        stack_dir: Path,
+        *,
+        timeout: float,
+        force_recreate: Iterable[str] = (),
+        remove_orphans: bool = True,
+    ) -> None: ...
+    def down(self, project: str, stack_dir: Path | None, timeout: float = 300) -> None: ...
+    def logs_argv(
+        self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str
+    ) -> list[str]: ...
+    def logs_tail(self, container_id: str, count: int) -> str: ...
+    def containers(self, projects: Iterable[str] | None = None) -> list[Container]: ...
+    def image_ids(self, refs: Iterable[str]) -> dict[str, str]: ...
+
+
 class Docker:
     """Talks to one engine through the `docker` CLI and compose v2. Cheap to create; checks lazily."""
 
@@ -94,21 +120,35 @@ class Docker:
 
     # --- preflight -------------------------------------------------------------------------------
 
+    def server_version(self) -> str:
+        """The engine's version; CommandFailed when the CLI is missing (exit 127) or the engine does not
+        answer."""
+        proc = process.run([self.docker, "version", "--format", "{{.Server.Version}}"], check=False, timeout=30)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise CommandFailed.from_process(proc, [])
+        return proc.stdout.strip()
+
     def check(self) -> str:
         """Engine reachable and compose v2 present, else EnvironmentProblem in one line. Returns the
         engine version."""
-        proc = process.run([self.docker, "version", "--format", "{{.Server.Version}}"], check=False, timeout=30)
-        if proc.returncode == 127:
-            raise EnvironmentProblem("docker CLI not found: install Docker Engine (docker.io or docker-ce)")
-        if proc.returncode != 0 or not proc.stdout.strip():
-            reason = _last_line(proc.stderr) or "no answer"
-            raise EnvironmentProblem(f"Docker Engine not reachable: {reason}")
+        try:
+            version = self.server_version()
+        except CommandFailed as exc:
+            if exc.returncode == 127:
+                raise EnvironmentProblem(
+                    "docker CLI not found: install Docker Engine (docker.io or docker-ce)"
+                ) from None
+            raise EnvironmentProblem(f"Docker Engine not reachable: {_last_line(exc.stderr) or 'no answer'}") from None
         self.compose_argv()
-        return proc.stdout.strip()
+        return version
+
+    def compose_program(self) -> tuple[list[str], tuple[int, ...]]:
+        """The compose argv prefix and its version; EnvironmentProblem when none fits."""
+        return compose_command()
 
     def compose_argv(self) -> list[str]:
         if self._compose is None:
-            self._compose = compose_command()[0]
+            self._compose = self.compose_program()[0]
         return self._compose
 
     # --- compose ---------------------------------------------------------------------------------
@@ -196,6 +236,11 @@ class Docker:
             argv.append("-f")
         return [*argv, service]
 
+    def logs_tail(self, container_id: str, count: int) -> str:
+        """The container's last `count` lines of output (stdout then stderr), "" when there are none."""
+        proc = process.run([self.docker, "logs", "--tail", str(count), container_id], check=False, timeout=30)
+        return (proc.stdout + proc.stderr).strip()
+
     # --- engine state ----------------------------------------------------------------------------
 
     def containers(self, projects: Iterable[str] | None = None) -> list[Container]:
@@ -251,6 +296,17 @@ class Docker:
             if one.returncode == 0 and one.stdout.strip():
                 out[ref] = one.stdout.strip()
         return out
+
+    # --- images (homelab images check) -------------------------------------------------------------
+
+    def pull(self, ref: str, timeout: float = 600) -> None:
+        """Pull one image; CommandFailed carries the registry's error."""
+        process.run([self.docker, "pull", "--quiet", ref], timeout=timeout)
+
+    def run_script(self, image: str, script: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`/bin/sh -c SCRIPT` in a throwaway container of IMAGE, as the image's own user, no network."""
+        argv = [self.docker, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c", script]
+        return process.run(argv, check=False, timeout=timeout)
 
 
 def _last_line(text: str) -> str:

@@ -10,7 +10,7 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from homelab.errors import CommandFailed
 
@@ -62,3 +62,33 @@ def stream(argv: Sequence[str], *, redactions: Sequence[str] = ()) -> int:
         return 127
     except KeyboardInterrupt:
         return 130
+
+
+def supervised(
+    argv: Sequence[str],
+    *,
+    watchdog: Callable[[], str | None],
+    poll: float = 0.5,
+    redactions: Sequence[str] = (),
+) -> tuple[subprocess.CompletedProcess[str], str | None]:
+    """Run a program and capture its output, asking `watchdog` every `poll` seconds whether to stop it (a
+    stalled transfer); the completed process and the watchdog's reason when it was stopped."""
+    argv = [str(a) for a in argv]
+    log.debug("run: %s", redact(shlex.join(argv), redactions))
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError as exc:
+        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found ({exc.strerror})"), None
+    reason = None
+    with proc:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=poll)
+                break
+            except subprocess.TimeoutExpired:
+                reason = watchdog()
+                if reason:
+                    proc.kill()
+                    out, err = proc.communicate()
+                    break
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), reason

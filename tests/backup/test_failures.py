@@ -75,13 +75,13 @@ def test_kill_9_at_10_50_90_percent_then_a_clean_run(lab, tmp_path: Path) -> Non
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
     ctx = context(lab.loaded, state_dir=lab.state)
-    names = ctx.rclone.run(["lsf", "-R", "--files-only", "hl-offsite-crypt:"]).splitlines()
+    names = ctx.rclone.list_files("hl-offsite-crypt:", recursive=True)
     assert not [n for n in names if n.endswith(".partial")]
     encrypted = [p for p in lab.remote.rglob("*") if p.is_file()]
     assert len(encrypted) == len(names)  # every object decrypts to a name: nothing unreadable left behind
-    assert verify(ctx)["result"] == "success"  # cryptcheck of everything is clean
+    assert verify(ctx).result == "success"  # cryptcheck of everything is clean
     last = ctx.state.runs()[-1]
-    with open_snapshot(lab.dataset, last["snapshot"], tmp_path / "mnt") as snap:
+    with open_snapshot(lab.dataset, last.snapshot, tmp_path / "mnt") as snap:
         expected = tree(snap)
     restore(ctx, KEY, tmp_path / "restored")
     assert tree(tmp_path / "restored") == expected
@@ -137,7 +137,7 @@ def test_full_remote_fails_naming_enospc(make_pool, tmp_path: Path, full_remote:
     assert proc.returncode == 1, out
     assert "ENOSPC" in out and "backup failed" in out, out
     ctx = context(lab.loaded, state_dir=lab.state)
-    assert ctx.state.runs()[-1]["result"] == "failed"
+    assert ctx.state.runs()[-1].result == "failed"
     assert not (lab.state / "offsite.last_success").exists()
     status = _cli(lab, "status")
     text, _ = status.communicate(timeout=60)
@@ -151,6 +151,6 @@ def test_a_clone_in_use_by_another_reader_does_not_fail_the_next_run(lab, tmp_pa
     ctx = context(lab.loaded, state_dir=lab.state)
     first = run_backup(ctx).record
     # a verify or drill of the last snapshot is reading its clone right now (zfs-fuse has no .zfs dir)
-    with open_snapshot(lab.dataset, first["snapshot"], tmp_path / "mnt") as snap, (snap / "plaincanary.txt").open("rb"):
-        assert run_backup(ctx).record["result"] == "success"
+    with open_snapshot(lab.dataset, first.snapshot, tmp_path / "mnt") as snap, (snap / "plaincanary.txt").open("rb"):
+        assert run_backup(ctx).record.result == "success"
         assert (snap / "plaincanary.txt").exists()  # left alone, not destroyed under the reader

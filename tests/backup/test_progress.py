@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from homelab.backup import core
+from homelab.backup import check, context, run_backup
 from tests.backup.conftest import Lab, cli_argv, fill
 
 pytestmark = pytest.mark.real
@@ -66,10 +66,10 @@ def test_written_objects_are_checked_while_the_sync_runs(lab: Lab, monkeypatch: 
     fill(lab.data, small=20, large=4, large_size=3 << 20, sparse=1 << 20)
     for name, value in SLOW.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(core, "CHECK_BATCH_WAIT", 1.0)  # a batch a second: several within this ~3 s run
-    ctx = core.context(lab.loaded, state_dir=lab.state)
-    (entry,) = core.run_backup(ctx).record["datasets"]
-    assert entry["checked_files"] == entry["transferred_files"] == entry["files"]
+    monkeypatch.setattr(check, "CHECK_BATCH_WAIT", 1.0)  # a batch a second: several within this ~3 s run
+    ctx = context(lab.loaded, state_dir=lab.state)
+    (entry,) = run_backup(ctx).record.datasets
+    assert entry.checked_files == entry.transferred_files == entry.files
     logs = lab.state / "private" / "logs"
     (sync,) = logs.glob("*-sync.log")
     batches = sorted(logs.glob("*-check-*.log"))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from homelab.backup import context, prune
+from homelab.backup.context import Context
+from homelab.backup.records import DatasetRun, Run, Running
 from homelab.backup.retention import Policy, snapshot_name, to_prune
-from homelab.backup.state import write_json
 from tests.backup.conftest import KEY
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -66,7 +68,7 @@ def test_foreign_and_future_snapshots_are_never_pruned() -> None:
 
 
 @pytest.mark.real
-def test_prune_on_a_real_dataset_keeps_running_and_last_success(lab) -> None:
+def test_prune_on_a_real_dataset_keeps_running_and_last_success(lab, monkeypatch: pytest.MonkeyPatch) -> None:
     now = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
     ctx = context(lab.loaded, state_dir=lab.state, clock=lambda: now)
     times = [now - timedelta(days=d) for d in range(10)]
@@ -75,30 +77,21 @@ def test_prune_on_a_real_dataset_keeps_running_and_last_success(lab) -> None:
     subprocess.run(["zfs", "snapshot", f"{lab.dataset}@manual"], check=True)
     last_good, running = snapshot_name(times[8]), snapshot_name(times[6])
     ctx.state.save_run(
-        {
-            "id": "20250607T120000Z",
-            "start": "2025-06-07T12:00:00+00:00",
-            "end": "2025-06-07T12:05:00+00:00",
-            "result": "success",
-            "snapshot": last_good,
-            "datasets": [{"key": KEY, "remote": "offsite", "result": "success", "snapshot": last_good}],
-        }
+        Run(
+            id="20250607T120000Z",
+            start=datetime(2025, 6, 7, 12, 0, tzinfo=UTC),
+            end=datetime(2025, 6, 7, 12, 5, tzinfo=UTC),
+            result="success",
+            snapshot=last_good,
+            remotes=["offsite"],
+            datasets=[DatasetRun(dataset=lab.dataset, key=KEY, remote="offsite", snapshot=last_good)],
+        )
     )
-    write_json(
-        ctx.state.running_path, {"pid": __import__("os").getpid(), "run": "x", "snapshots": {lab.dataset: running}}
-    )
+    ctx.state.mark_running(Running(pid=os.getpid(), run="x", snapshots={lab.dataset: running}))
     policy = ctx.loaded.config.backup.retention
     assert (policy.hourly, policy.daily, policy.monthly) == (24, 30, 12)
-    from homelab.backup import core
-
-    ctx_small = core.Context(ctx.loaded, ctx.datasets, ctx.state, ctx.rclone, ctx.remotes, ctx.clock)
-    object.__setattr__(ctx_small, "loaded", ctx.loaded)
-    original = core.Context.policy
-    core.Context.policy = property(lambda self: Policy(hourly=1, daily=3, monthly=1))  # type: ignore[method-assign]
-    try:
-        doomed = prune(ctx_small, ctx_small.datasets[0])
-    finally:
-        core.Context.policy = original  # type: ignore[method-assign]
+    monkeypatch.setattr(Context, "policy", property(lambda self: Policy(hourly=1, daily=3, monthly=1)))
+    doomed = prune(ctx, ctx.datasets[0])
     left = subprocess.run(
         ["zfs", "list", "-H", "-o", "name", "-t", "snapshot"], capture_output=True, text=True, check=True
     ).stdout.split()

@@ -32,11 +32,11 @@ def test_round_trip_manifest_equal_and_remote_opaque(lab, tmp_path: Path) -> Non
     assert any("backup-crypt-password" in n for n in ctx.notes)  # generated, and the user is told
     report = run_backup(ctx)
     record = report.record
-    assert record["result"] == "success"
-    (entry,) = record["datasets"]
-    assert entry["transferred_files"] == entry["checked_files"] == entry["files"] > 10_000
+    assert record.result == "success"
+    (entry,) = record.datasets
+    assert entry.transferred_files == entry.checked_files == entry.files > 10_000
 
-    with open_snapshot(lab.dataset, record["snapshot"], tmp_path / "mnt") as snap:
+    with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
         expected, expected_attributes = tree(snap), attributes(snap)
     restored = tmp_path / "restored"
     result = restore(ctx, KEY, restored)
@@ -46,7 +46,7 @@ def test_round_trip_manifest_equal_and_remote_opaque(lab, tmp_path: Path) -> Non
     assert (lost, mismatched, set(got) - set(expected)) == (set(), [], set())
     assert len(expected) > 10_000
     # owners, modes (setgid, sticky, 0600), mtimes of files, folders, symlinks and the root; empty folders
-    assert result["owners"] == "restored"
+    assert result.owners_restored
     assert attributes(restored) == expected_attributes
     assert (restored / "plainempty-dir").is_dir()
 
@@ -76,12 +76,12 @@ def test_round_trip_manifest_equal_and_remote_opaque(lab, tmp_path: Path) -> Non
 
     # an incremental no-change run writes nothing; verify and drill pass; status and monitoring file
     again = run_backup(ctx).record
-    assert again["datasets"][0]["transferred_files"] == 0
-    assert drill(ctx, sample=10, full=False, seed=3)["result"] == "success"
+    assert again.datasets[0].transferred_files == 0
+    assert drill(ctx, sample=10, full=False, seed=3).result == "success"
     info = status(ctx)
-    assert info["last_success"] == again["id"] and info["last_drill"]["files"] == 10
+    assert info.last_success == again.id and info.last_drill is not None and info.last_drill.files == 10
     assert int((lab.state / "offsite.last_success").read_text()) > 0
-    saved = json.loads((lab.state / "runs" / f"{again['id']}.json").read_text())
+    saved = json.loads((lab.state / "runs" / f"{again.id}.json").read_text())
     assert {"start", "end", "bytes", "files", "result"} <= set(saved)
 
 
@@ -90,7 +90,7 @@ def test_restore_at_date_and_subpath(lab, tmp_path: Path) -> None:
     clock = Clock(datetime(2025, 3, 1, 3, 0, tzinfo=UTC))
     ctx = context(lab.loaded, state_dir=lab.state, clock=clock)
     first = run_backup(ctx).record
-    with open_snapshot(lab.dataset, first["snapshot"], tmp_path / "mnt") as snap:
+    with open_snapshot(lab.dataset, first.snapshot, tmp_path / "mnt") as snap:
         before, before_attributes = tree(snap), attributes(snap)
     (lab.data / "plaincanary.txt").write_text("changed\n")
     (lab.data / "plaindir-01/plainsub-1/plainfile-00001.txt").unlink()
@@ -103,7 +103,7 @@ def test_restore_at_date_and_subpath(lab, tmp_path: Path) -> None:
 
     old = tmp_path / "old"
     result = restore(ctx, KEY, old, at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC))
-    assert result["as_of"] == first["id"]
+    assert result.as_of == first.id
     assert tree(old) == before
     latest = tmp_path / "latest"
     restore(ctx, KEY, latest)
@@ -118,7 +118,7 @@ def test_restore_at_date_and_subpath(lab, tmp_path: Path) -> None:
     # a new machine: no state folder, only the remote (and the crypt secrets)
     fresh = context(lab.loaded, state_dir=tmp_path / "fresh-state", clock=clock)
     again = tmp_path / "old-again"
-    assert restore(fresh, KEY, again, at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC))["as_of"] == first["id"]
+    assert restore(fresh, KEY, again, at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC)).as_of == first.id
     assert tree(again) == before
     assert attributes(again) == before_attributes
     second = tmp_path / "second"

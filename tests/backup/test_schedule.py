@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from homelab.backup.schedule import install, units
 from homelab.cli.backup import backup_app
 from homelab.config.loader import load
+from homelab.errors import ConfigError
 from tests.storage.zfs import write_config
 
 
@@ -37,13 +38,12 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path, require_program) -> N
     proc = subprocess.run([analyze, "verify", *map(str, paths)], capture_output=True, text=True, check=False)
     ours = [line for line in proc.stderr.splitlines() if str(unit_dir) in line or "homelab-backup" in line]
     assert proc.returncode == 0 and not ours, proc.stderr
-    # the real parser catches a broken calendar: the check is not a rubber stamp
+    # a broken calendar never reaches a unit: the config is refused at load (systemd-analyze calendar)
     bad = yaml.safe_load(config.read_text())
     bad["backup"]["schedule"] = "Funday 99:99"
     config.write_text(yaml.safe_dump(bad))
-    broken = install(load(config), tmp_path / "broken", enable=False)
-    proc = subprocess.run([analyze, "verify", *map(str, broken)], capture_output=True, text=True, check=False)
-    assert proc.returncode != 0 and "calendar" in proc.stderr.lower()
+    with pytest.raises(ConfigError, match=r"backup.schedule: 'Funday 99:99' is not a systemd OnCalendar"):
+        load(config)
 
 
 def test_schedule_print(tmp_path: Path) -> None:
@@ -53,3 +53,16 @@ def test_schedule_print(tmp_path: Path) -> None:
     result = CliRunner().invoke(backup_app, ["schedule", "print", "--config", str(config)])
     assert result.exit_code == 0, result.output
     assert "# --- homelab-backup.timer" in result.output and "OnCalendar=*-*-* 03:00:00" in result.output
+
+
+def test_the_systemd_driver_runs_systemctl(tmp_path: Path) -> None:
+    from homelab.runtime.systemd import Systemctl
+
+    calls = tmp_path / "calls"
+    program = tmp_path / "systemctl"
+    program.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    program.chmod(0o755)
+    driver = Systemctl(str(program))
+    driver.daemon_reload()
+    driver.enable_now(["a.timer", "b.timer"])
+    assert calls.read_text() == "daemon-reload\nenable --now a.timer b.timer\n"

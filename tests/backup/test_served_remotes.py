@@ -31,10 +31,10 @@ from pathlib import Path
 import pytest
 
 from homelab.backup import BackupError, context, restore, run_backup, verify
-from homelab.backup.rclone import find_rclone
 from homelab.backup.zfs import open_snapshot
 from homelab.config.loader import load
 from homelab.plan import build_plan
+from homelab.runtime.rclone import find_rclone
 from homelab.storage import apply_storage
 from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, Lab, attributes, fill, tree
 from tests.conftest import write_secret
@@ -55,6 +55,7 @@ class Server:
     port: int
     password: str
     log: Path
+    pid: int
     known_hosts: Path | None = None
 
 
@@ -76,7 +77,7 @@ def _serve(kind: str, work: Path, *, etag_hash: bool = True) -> Iterator[Server]
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         port = _wait_listening(proc, log)
-        server = Server(kind, root, port, password, log)
+        server = Server(kind, root, port, password, log, proc.pid)
         if kind == "sftp":  # pin every host key the server offers
             server.known_hosts = work / "known_hosts"
             keys = sorted((cache / "serve-sftp").glob("*.pub"))
@@ -128,7 +129,7 @@ def _remote(server: Server) -> dict:
     }
 
 
-def _lab(make_pool, tmp_path: Path, server: Server) -> Lab:
+def _lab(make_pool, tmp_path: Path, server: Server, backup: dict | None = None) -> Lab:
     """Like tests.backup.conftest.make_lab, with the served remote as the only backup remote."""
     pool = make_pool("192M")
     folder = tmp_path / "cfg"
@@ -139,7 +140,7 @@ def _lab(make_pool, tmp_path: Path, server: Server) -> Lab:
         mountpoint=tmp_path / "srv",
         apps={"rstudio"},
         remote_dir=server.root,  # replaced by the remotes below
-        backup={"datasets": [KEY], "remotes": {server.kind: _remote(server)}},
+        backup={"datasets": [KEY], "remotes": {server.kind: _remote(server)}, **(backup or {})},
     )
     loaded = load(config)
     plan = build_plan(loaded)
@@ -180,13 +181,13 @@ def test_backup_restore_verify_on_served_remote(
     ctx = context(lab.loaded, state_dir=lab.state)
 
     record = run_backup(ctx, say=said.append).record
-    assert record["result"] == "success", record
-    (entry,) = record["datasets"]
-    assert entry["remote"] == server.kind
-    assert entry["transferred_files"] == entry["checked_files"] == entry["files"] > 50
+    assert record.result == "success", record
+    (entry,) = record.datasets
+    assert entry.remote == server.kind
+    assert entry.transferred_files == entry.checked_files == entry.files > 50
 
     # restore into an empty folder: the same sha256 tree as the snapshot (files, sparse, links, unicode)
-    with open_snapshot(lab.dataset, record["snapshot"], tmp_path / "mnt") as snap:
+    with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
         expected, expected_attributes = tree(snap), attributes(snap)
     restored = tmp_path / "restored"
     restore(ctx, KEY, restored)
@@ -196,13 +197,13 @@ def test_backup_restore_verify_on_served_remote(
 
     # verify: every object cryptchecked by hash against the snapshot
     clean = verify(ctx, say=said.append)
-    assert clean["result"] == "success" and clean["checked"] == entry["files"], clean
+    assert clean.result == "success" and clean.checked == entry.files, clean
     check_log = (ctx.state.logs / f"verify-{server.kind}-rstudio_home.log").read_text()
     assert "hashes could not be checked" not in check_log and "Using md5 for hash comparisons" in check_log
 
     # the served folder holds no plaintext: not a name, not the canary
     served = list(server.root.rglob("*"))
-    assert len([p for p in (lab.remote / _encrypted(ctx, server, "")).rglob("*") if p.is_file()]) == entry["files"]
+    assert len([p for p in (lab.remote / _encrypted(ctx, server, "")).rglob("*") if p.is_file()]) == entry.files
     names = [str(p.relative_to(server.root)) for p in served]
     for needle in ["plain", "canary", *UNICODE_NAMES, "日本語"]:
         assert not any(needle.lower() in n.lower() for n in names), needle
@@ -240,4 +241,4 @@ def test_webdav_without_server_hashes_fails_instead_of_passing(make_pool, tmp_pa
         with pytest.raises(BackupError, match=r"cryptcheck: .*: \d+ hashes could not be checked \(the remote gave no"):
             run_backup(ctx)
         last = ctx.state.runs()[-1]
-        assert last["result"] == "failed" and not (lab.state / "webdav.last_success").exists(), last
+        assert last.result == "failed" and not (lab.state / "webdav.last_success").exists(), last

@@ -72,9 +72,12 @@ def test_init_writes_the_example_and_never_overwrites(tmp_path: Path) -> None:
     assert (tmp_path / "homelab.yaml").read_text() == EXAMPLE.read_text()
     (tmp_path / "homelab.yaml").write_text("mine\n")
     again = runner.invoke(app, ["init"])
-    assert again.exit_code == 2
+    assert again.exit_code == 5  # refused to overwrite
     assert again.stderr == "error: homelab.yaml already exists; not overwriting it\n"
     assert (tmp_path / "homelab.yaml").read_text() == "mine\n"
+
+
+MISSING = "the secret file does not exist (the path is relative to homelab.yaml's folder)"
 
 
 def test_init_then_validate_names_the_missing_secrets(tmp_path: Path) -> None:
@@ -82,10 +85,9 @@ def test_init_then_validate_names_the_missing_secrets(tmp_path: Path) -> None:
     result = runner.invoke(app, ["validate"])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        "homelab.yaml:32: ddns.password_file: secret file 'secrets/ddns-password' does not exist",
-        "homelab.yaml:71: backup.remotes.offsite.secret_options.account: "
-        "secret file 'secrets/b2-account' does not exist",
-        "homelab.yaml:72: backup.remotes.offsite.secret_options.key: secret file 'secrets/b2-key' does not exist",
+        f"homelab.yaml:32: ddns.password_file: {MISSING}",
+        f"homelab.yaml:71: backup.remotes.offsite.secret_options.account: {MISSING}",
+        f"homelab.yaml:72: backup.remotes.offsite.secret_options.key: {MISSING}",
     ]
 
 
@@ -103,7 +105,7 @@ def test_render_then_rerender_writes_nothing(example_config: Path) -> None:
     before = _tree(out)
     second = runner.invoke(app, ["render", "-c", str(example_config)])
     assert second.exit_code == 0
-    assert second.stdout == f"no changes: {len(before) - 1} files identical in {out}\n"
+    assert second.stdout == f"no changes: {len(before) - 2} files identical in {out}\n"
     assert _tree(out) == before
 
 
@@ -116,7 +118,7 @@ def test_plan_shows_changes_and_writes_nothing(example_config: Path) -> None:
     result = runner.invoke(app, ["plan", "-c", str(example_config)])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-2:] == [
-        f"1 changed, {len(before) - 2} identical in {out}",
+        f"1 changed, {len(before) - 3} identical in {out}",
         "stacks affected: cloud",
     ]
     assert "  changed  cloud/compose.yaml" in result.stdout
@@ -160,7 +162,7 @@ def test_hand_edited_file_is_not_overwritten_without_force(example_config: Path)
     edited.write_text(edited.read_text() + "# my tweak\n")
     example_config.write_text(example_config.read_text().replace("upload_limit: 16G", "upload_limit: 32G"))
     result = runner.invoke(app, ["render", "-c", str(example_config)])
-    assert result.exit_code == 2
+    assert result.exit_code == 5  # refused to overwrite
     assert result.stderr == (
         "error: not overwriting files homelab did not write or that were edited by hand:\n"
         f"  {edited}\n"

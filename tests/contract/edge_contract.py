@@ -8,12 +8,38 @@ cycle) stays in each kind's own test module.
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from homelab.plan import Plan, Route
-from tests.contract.edge_support import Edge
+from tests.contract.edge_support import Edge, client_context
 
 CLOUD = "cloud.example.com"
+WEBSOCKET_HOST = "rstudio.example.com"  # a public route with websockets on
+
+
+def websocket_echo(edge: Edge, host: str, message: bytes) -> tuple[int, bytes]:
+    """A websocket handshake over HTTP/1.1 through the edge, then `message`: (status, what came back)."""
+    handshake = (
+        f"GET /socket HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    with (
+        socket.create_connection(("127.0.0.1", edge.https_port), timeout=10) as raw,
+        client_context(edge.ca_file).wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        tls.sendall(handshake.encode())
+        received = b""
+        while b"\r\n\r\n" not in received and (chunk := tls.recv(65536)):
+            received += chunk
+        head, _, echoed = received.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if status == 101:
+            tls.sendall(message)
+            while not echoed.endswith(message) and (chunk := tls.recv(65536)):
+                echoed += chunk
+        return status, echoed
 
 
 def public_routes(plan: Plan) -> list[Route]:
@@ -74,6 +100,13 @@ class EdgeContract:
         response = edge.https("unknown.example.com", sni=CLOUD)
         assert response.status == 404
         assert "nextcloud" not in response.body
+
+    def test_websocket_upgrade_reaches_the_app(self, edge: Edge, plan: Plan) -> None:
+        route = next(r for r in plan.routes if r.host == WEBSOCKET_HOST)
+        assert route.websocket and not route.lan_only
+        status, echoed = websocket_echo(edge, WEBSOCKET_HOST, b"hello over the edge")
+        assert status == 101
+        assert echoed == f"{route.app}:hello over the edge".encode()
 
     def test_20_mb_upload_reaches_nextcloud(self, edge: Edge) -> None:
         """NGINX's default client_max_body_size (1m) would answer 413; the route sets Nextcloud's limit."""

@@ -145,11 +145,17 @@ class LocalCA:
 
 
 class _Backend(BaseHTTPRequestHandler):
-    """Answers every request with `<app> <METHOD> <path> <bytes received> <X-Forwarded-Proto>`."""
+    """Answers every request with `<app> <METHOD> <path> <bytes received> <X-Forwarded-Proto>`, keeps
+    connections alive (HTTP/1.1) and names the client port it saw in X-Backend-Peer. A websocket
+    handshake gets 101, then every chunk read is echoed back as `<app>:<chunk>`."""
 
     app = "?"
+    protocol_version = "HTTP/1.1"
 
     def _answer(self) -> None:
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            self._echo()
+            return
         length = int(self.headers.get("Content-Length") or 0)
         received = 0
         while received < length:
@@ -163,8 +169,20 @@ class _Backend(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Backend-Saw", ",".join(self.headers.keys()))
+        self.send_header("X-Backend-Peer", str(self.connection.getpeername()[1]))
         self.end_headers()
         self.wfile.write(data)
+
+    def _echo(self) -> None:
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        while chunk := self.rfile.read1(65536):
+            self.wfile.write(f"{self.app}:".encode() + chunk)
+            self.wfile.flush()
 
     do_GET = do_POST = do_PUT = _answer
 
@@ -442,13 +460,25 @@ def traefik_static_for_test(static: dict[str, Any], folder: Path) -> tuple[dict[
     return static, ports
 
 
+def plan_routes_dynamic(plan: Plan, backend_urls: Mapping[str, str], tcp_backends: Mapping[str, str]) -> dict[str, Any]:
+    """The routes of the plan's rendered Traefik labels as file-provider configuration (labels_to_dynamic)."""
+    from homelab.render.edge_traefik import route_labels, tcp_route_labels
+
+    labels: dict[str, str] = {}
+    for route in plan.routes:
+        labels.update(route_labels(plan, route))
+    for tcp_route in plan.tcp_routes:
+        labels.update(tcp_route_labels(tcp_route))
+    return labels_to_dynamic(labels, backend_urls, tcp_backends)
+
+
 @contextlib.contextmanager
 def traefik_edge(
     plan: Plan, folder: Path, pki: LocalCA, tweak_dynamic: Callable[[dict[str, Any]], None] | None = None
 ) -> Iterator[Edge]:
     """The real traefik with the rendered static + dynamic config and the routes from the rendered
     labels, each pointing at a local backend; certificates from `pki` via dynamic tls.certificates."""
-    from homelab.render.edge_traefik import dynamic_config, route_labels, static_config, tcp_route_labels
+    from homelab.render.edge_traefik import dynamic_config, static_config
 
     traefik = program("traefik")
     folder.mkdir(parents=True, exist_ok=True)
@@ -469,13 +499,8 @@ def traefik_edge(
         backends([r.app for r in plan.routes]) as backend_ports,
         tcp_echo_servers([r.name for r in plan.tcp_routes]) as tcp_ports,
     ):
-        labels: dict[str, str] = {}
-        for route in plan.routes:
-            labels.update(route_labels(plan, route))
-        for tcp_route in plan.tcp_routes:
-            labels.update(tcp_route_labels(tcp_route))
-        routes = labels_to_dynamic(
-            labels,
+        routes = plan_routes_dynamic(
+            plan,
             {app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()},
             {name: f"127.0.0.1:{port}" for name, port in tcp_ports.items()},
         )
@@ -554,14 +579,22 @@ def worker_users(master_pid: int) -> list[str]:
 
 @contextlib.contextmanager
 def nginx_edge(
-    plan: Plan, folder: Path, pki: LocalCA, run_script: str | None = None, cert_dir: Path | None = None
+    plan: Plan,
+    folder: Path,
+    pki: LocalCA,
+    run_sh: Mapping[str, Any] | None = None,
+    cert_dir: Path | None = None,
+    upstreams: Mapping[str, str] | None = None,
+    path: Path | None = None,
 ) -> Iterator[Edge]:
     """The real nginx with the rendered config on loopback, master as root (when the tests are), workers
     as nginx_worker_user(). Certificates: by default a test-CA pair per name in certbot's modes under
-    `folder/edge`; or, with `cert_dir`, whatever is (or will be) there. With `run_script` (the rendered
-    run.sh), that script starts nginx, through a `nginx` on PATH that adds the test's -p/-c/-e, and
-    the edge is not waited for (the script waits for certificates first)."""
-    from homelab.render.edge_nginx import nginx_conf
+    `folder/edge`; or, with `cert_dir`, whatever is (or will be) there. Upstreams: a local backend per
+    app, unless `upstreams` names another address for it (`{port}` in it: that app's backend port).
+    With `run_sh` (keyword arguments for nginx_run_sh()), the rendered run.sh starts nginx, through a
+    `nginx` on PATH that adds the test's -p/-e, with `path` (a folder of stand-in programs) first on
+    its PATH, and the edge is not waited for (the script waits for certificates first)."""
+    from homelab.render.edge_nginx import nginx_conf, nginx_run_sh
 
     nginx = program("nginx")
     folder.mkdir(parents=True, exist_ok=True)
@@ -570,31 +603,33 @@ def nginx_edge(
         certbot_layout(plan, cert_dir, pki)
     http_port, https_port, health_port = free_port(), free_port(), free_port()
     with backends([r.app for r in plan.routes]) as backend_ports, scratch_folder() as scratch:
+        addresses = {app: f"127.0.0.1:{port}" for app, port in backend_ports.items()}
+        addresses.update({app: text.format(port=backend_ports[app]) for app, text in (upstreams or {}).items()})
         text = nginx_conf(
             plan,
             http_listen=f"127.0.0.1:{http_port}",
             https_listen=f"127.0.0.1:{https_port}",
             cert_dir=str(cert_dir),
             health_listen=f"127.0.0.1:{health_port}",
-            upstreams={app: f"127.0.0.1:{port}" for app, port in backend_ports.items()},
+            upstreams=addresses,
             worker_user=nginx_worker_user(),
         )
         config_file = folder / "nginx.conf"
         config_file.write_text(nginx_config_for_test(text, folder, scratch))
         error_log = folder / "error.log"
-        base = [nginx, "-e", str(error_log), "-p", str(folder), "-c", str(config_file)]
+        base = [nginx, "-e", str(error_log), "-p", str(folder)]
         extra: dict[str, Any] = {
             "health_port": health_port,
             "config_file": config_file,
             "backends": backend_ports,
             "error_log": error_log,
-            "nginx": base,
+            "nginx": [*base, "-c", str(config_file)],
         }
         log = folder / "nginx.out"
-        if run_script is None:
-            test = subprocess.run([*base, "-t"], capture_output=True, text=True, timeout=30)
+        if run_sh is None:
+            test = subprocess.run([*base, "-c", str(config_file), "-t"], capture_output=True, text=True, timeout=30)
             assert test.returncode == 0, f"nginx -t rejected the rendered config:\n{test.stderr}"
-            argv = [*base, "-g", "daemon off;"]
+            argv = [*base, "-c", str(config_file), "-g", "daemon off;"]
         else:
             bin_dir = folder / "bin"
             bin_dir.mkdir()
@@ -602,11 +637,20 @@ def nginx_edge(
             wrapper.write_text("#!/bin/sh\nexec " + " ".join(base) + ' "$@"\n')
             wrapper.chmod(0o755)
             script = folder / "run.sh"
-            script.write_text(run_script)
-            argv = ["/usr/bin/env", f"PATH={bin_dir}:{os.environ['PATH']}", "/bin/sh", str(script)]
+            script.write_text(
+                nginx_run_sh(
+                    plan,
+                    **{"edge_dir": str(cert_dir), **run_sh},
+                    conf=str(config_file),
+                    live_conf=str(folder / "live.conf"),
+                    upstreams=addresses,
+                )
+            )
+            search = f"{path}:{bin_dir}" if path else str(bin_dir)
+            argv = ["/usr/bin/env", f"PATH={search}:{os.environ['PATH']}", "/bin/sh", str(script)]
         with running(argv, log, folder) as process:
             edge = Edge(http_port, https_port, pki.ca_file, folder, process, extra)
-            if run_script is None:
+            if run_sh is None:
                 first = plan.routes[0]
                 wait_until(lambda: edge.https(first.host).status > 0, "nginx to serve TLS", process, error_log)
             yield edge

@@ -14,8 +14,10 @@ issued certificates and a renewal served after the scripts' reloads.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -25,11 +27,12 @@ import pytest
 from cryptography import x509
 
 from homelab.plan import Plan
-from homelab.render.edge_nginx import certbot_sh, nginx_conf, nginx_run_sh
-from tests.contract.edge_contract import CLOUD, EdgeContract
+from homelab.render.edge_nginx import certbot_sh, nginx_conf
+from tests.contract.edge_contract import CLOUD, WEBSOCKET_HOST, EdgeContract
 from tests.contract.edge_support import (
     Edge,
     LocalCA,
+    client_context,
     example_plan,
     first_certificate,
     http_plain,
@@ -80,14 +83,15 @@ class TestEdgeContract(EdgeContract):
 def test_production_defaults_name_docker_services(plan: Plan) -> None:
     """The injectable upstreams and listeners default to what the container needs."""
     text = nginx_conf(plan)
-    assert "set $upstream http://nextcloud:80;" in text
-    assert "resolver 127.0.0.11" in text
+    assert "upstream nextcloud {\n        server nextcloud:80;\n" in text
+    assert "proxy_pass http://nextcloud;" in text
+    assert "$upstream" not in text  # a variable in proxy_pass would keep no connection to the app
     assert "listen 443 ssl http2;" in text
     assert "listen 127.0.0.1:8081;" in text
     assert "ssl_certificate /etc/letsencrypt/edge/cloud.example.com/fullchain.pem;" in text
     assert "ssl_certificate_key /etc/letsencrypt/edge/cloud.example.com/privkey.pem;" in text
     assert "$ssl_server_name" not in text  # no per-handshake loading: the workers never read a key
-    assert "\nuser nginx;\n" in text  # the official image's unprivileged user
+    assert "\nuser www-data;\n" in text  # the unprivileged user of Debian's package, which the image installs
     assert "user root" not in text
 
 
@@ -100,6 +104,57 @@ def test_workers_run_unprivileged(edge: Edge) -> None:
     users = worker_users(edge.process.pid)
     assert len(users) == 2, users
     assert set(users) == {nginx_worker_user()} and "root" not in users
+
+
+@pytest.mark.parametrize("host", ["git.example.com", WEBSOCKET_HOST])
+def test_requests_reuse_the_connection_to_the_app(edge: Edge, host: str) -> None:
+    """Requests over one client connection reach the app over one kept-alive upstream connection (the
+    app sees one client port), on a plain route and on a websocket-enabled one."""
+    with (
+        socket.create_connection(("127.0.0.1", edge.https_port), timeout=10) as raw,
+        client_context(edge.ca_file).wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        connection = http.client.HTTPConnection(host, edge.https_port, timeout=10)
+        connection.sock = tls
+        peers = []
+        for number in range(3):
+            connection.request("GET", f"/{number}", headers={"Host": host})
+            response = connection.getresponse()
+            assert response.status == 200, response.read()
+            response.read()
+            peers.append(response.headers["X-Backend-Peer"])
+    assert len(set(peers)) == 1, peers
+
+
+def test_a_stopped_app_does_not_stop_the_edge(plan: Plan, folder: Path, pki: LocalCA) -> None:
+    """NGINX refuses to start on an upstream name that does not resolve (a stopped container's, in
+    Docker's DNS); run.sh starts it anyway with that app marked down (502, the others served), and
+    reloads when the name resolves again or stops resolving."""
+    getent = program("getent")
+    base = folder / "stopped"
+    stand_ins, gone = base / "stand-ins", base / "gone"
+    stand_ins.mkdir(parents=True)
+    gone.mkdir()
+    # getent as Docker's DNS answers it: a name with a file in gone/ belongs to a stopped container
+    (stand_ins / "getent").write_text(f'#!/bin/sh\n[ -e "{gone}/$2" ] && exit 2\nexec {getent} "$@"\n')
+    (stand_ins / "getent").chmod(0o755)
+    (gone / "localhost").touch()
+    upstreams = {"gitea": "gitea.invalid:3000", "nextcloud": "localhost:{port}"}
+    run_sh = {"poll_seconds": 1}
+    with nginx_edge(plan, base / "run", pki, run_sh=run_sh, upstreams=upstreams, path=stand_ins) as edge:
+        check = subprocess.run([*edge.extra["nginx"], "-t"], capture_output=True, text=True, timeout=30)
+        assert check.returncode != 0 and "host not found in upstream" in check.stderr, check.stderr
+        log = base / "run" / "nginx.out"
+        wait_until(lambda: edge.https("plex.example.com").status == 200, "nginx up", edge.process, log)
+        assert edge.https("git.example.com").status == 502
+        assert edge.https(CLOUD).status == 502
+        (gone / "localhost").unlink()  # nextcloud's container starts
+        wait_until(lambda: edge.https(CLOUD).status == 200, "nginx to reach nextcloud", edge.process, log)
+        assert edge.https(CLOUD, "/x").body == "nextcloud GET /x 0 https\n"
+        (gone / "localhost").touch()  # and stops again
+        wait_until(lambda: edge.https(CLOUD).status == 502, "nginx to mark nextcloud down", edge.process, log)
+        assert edge.https("plex.example.com").status == 200
+        assert edge.process.poll() is None
 
 
 def test_http_redirects_to_https(edge: Edge) -> None:
@@ -206,8 +261,8 @@ def test_certificate_life_cycle_placeholders_issue_and_renewal(plan: Plan, folde
             assert (edge_dir / host).stat().st_mode & 0o077 == 0
         assert (edge_dir / "serial").read_text() == "1\n"
 
-        run_sh = nginx_run_sh(plan, edge_dir=str(edge_dir), poll_seconds=1)
-        with nginx_edge(plan, base / "run", pki, run_script=run_sh, cert_dir=edge_dir) as edge:
+        run_sh = {"edge_dir": str(edge_dir), "poll_seconds": 1}
+        with nginx_edge(plan, base / "run", pki, run_sh=run_sh, cert_dir=edge_dir) as edge:
             # 2. NGINX starts on the placeholders: it completes handshakes, but nobody trusts them
             check = subprocess.run([*edge.extra["nginx"], "-t"], capture_output=True, text=True, timeout=30)
             assert check.returncode == 0, check.stderr

@@ -178,9 +178,9 @@ def test_real_certbot_against_pebble_placeholders_issue_reload_and_renewal(
             for certificate in placeholders.values():
                 assert certificate.issuer == certificate.subject
 
-            run_sh = edge_nginx.nginx_run_sh(plan, edge_dir=str(edge_dir), poll_seconds=1)
+            run_sh = {"edge_dir": str(edge_dir), "poll_seconds": 1}
             pki = LocalCA(tmp_path / "unused-ca")  # nginx_edge's own client CA: not used here
-            with nginx_edge(plan, tmp_path / "run", pki, run_script=run_sh, cert_dir=edge_dir) as edge:
+            with nginx_edge(plan, tmp_path / "run", pki, run_sh=run_sh, cert_dir=edge_dir) as edge:
                 log = tmp_path / "run" / "nginx.out"
                 wait_until(lambda: edge.handshake_error(hosts[0]) is None, "nginx on placeholders", edge.process, log)
                 master = edge.process.pid

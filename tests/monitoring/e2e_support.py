@@ -35,7 +35,7 @@ from typing import Any
 
 from homelab.metrics import Catalog, Series
 from homelab.profiles import BmcSensor, Profile
-from homelab.render.monitoring import StandIn
+from homelab.render.collectd import StandIn
 
 BMC_USER = "monitor"
 BMC_PASSWORD = "s3cret"
@@ -384,6 +384,7 @@ GAUGE_BY_KIND = {
     "ratio": 93.0,
     "connections": 3.0,
     "load": 0.4,
+    "days": 60.0,  # a certificate renewed a month ago
 }
 RATE_BY_KIND = {
     "bytes_rate": 2.5e6,
@@ -448,10 +449,10 @@ STAND_IN_REASONS = {
     "df": "the datasets' mountpoints are not mounted here",
     "zfs_arc": "no ZFS kernel module (/proc/spl/kstat/zfs/arcstats)",
     "interface": "the profile's NIC (eno1) does not exist here",
-    "exec": "the backup-status program lives in the collectd image, not on this machine",
+    "exec": "the backup-status and cert-expiry programs live in the collectd image, not on this machine",
 }
-# catalog plugin name of the series a replaced collectd plugin sends
-SERIES_PLUGIN = {"exec": "backup"}
+# catalog plugin names of the series a replaced collectd plugin sends
+SERIES_PLUGINS = {"exec": ("backup", "certs")}
 
 
 def stand_ins(catalog: Catalog, plugins: list[str], directory: Path) -> dict[str, StandIn]:
@@ -466,7 +467,7 @@ def stand_ins(catalog: Catalog, plugins: list[str], directory: Path) -> dict[str
     grouped = catalog.by_plugin()
     result: dict[str, StandIn] = {}
     for plugin in plugins:
-        series = grouped.get(SERIES_PLUGIN.get(plugin, plugin), [])
+        series = [s for name in SERIES_PLUGINS.get(plugin, (plugin,)) for s in grouped.get(name, [])]
         if not series:
             raise ValueError(f"the catalog has no series for plugin {plugin!r}: nothing to stand in for")
         spec = directory / f"{plugin}.json"

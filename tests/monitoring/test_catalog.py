@@ -95,3 +95,11 @@ def test_whisper_budget(example_catalog) -> None:
     per = example_catalog.whisper_bytes_per_series()
     assert example_catalog.whisper_bytes() == per * len(example_catalog.series)
     assert 100 < len(example_catalog.series) < 1000
+
+
+def test_entity_ids_are_openipmis() -> None:
+    """IPMI 2.0 table 43-13 under OpenIPMI's names: 4 disk, 8 memory module, 32 memory device."""
+    from homelab.profiles import ENTITY_IDS
+
+    assert ENTITY_IDS["disk"] == 4 and ENTITY_IDS["memory_module"] == 8 and ENTITY_IDS["memory_device"] == 32
+    assert ENTITY_IDS["processor"] == 3 and ENTITY_IDS["fan_cooling"] == 29 and ENTITY_IDS["system_board"] == 7

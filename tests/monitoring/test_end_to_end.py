@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -28,12 +29,15 @@ import pytest
 import yaml
 
 from homelab.config.loader import load
+from homelab.layout import COLLECTD_IPMI_SECRET as IPMI_SECRET
 from homelab.metrics import Catalog, catalog_for
 from homelab.plan import Plan, build_plan
 from homelab.render import Rendering, render_all
-from homelab.render.monitoring import IPMI_SECRET, alert_specs, collectd_conf
+from homelab.render.alerts import alert_specs
+from homelab.render.collectd import collectd_conf
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, find_program, missing, write_secret
 from tests.monitoring import e2e_support as e2e
+from tests.monitoring import grafana_eval
 
 pytestmark = pytest.mark.real
 
@@ -252,6 +256,36 @@ def test_every_dashboard_and_alert_query_has_fresh_data(pipeline: Pipeline) -> N
     assert absent == []
 
 
+def _rules(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
+    rules = yaml.safe_load(pipeline.rendering.files["monitoring/grafana/provisioning/alerting/rules.yaml"])
+    return {r["uid"]: r for g in rules["groups"] for r in g["rules"]}
+
+
+def _evaluate(pipeline: Pipeline, rule: dict[str, Any]) -> grafana_eval.Result:
+    return grafana_eval.evaluate(rule, lambda target, seconds: pipeline.web.render(target, f"-{seconds}s"))
+
+
+def test_every_alert_rule_evaluates_to_a_number(pipeline: Pipeline) -> None:
+    """Every rule of the rendered rules.yaml, under Grafana's reduce/threshold/no-data semantics
+    (grafana_eval), on graphite-web's answers: a number for every series (no NoData), and the BMC's
+    and CPU rules Normal on healthy readings. (The stand-ins' df values make the pool look >80 % full,
+    so the pool rule's state is not asserted.)"""
+    rules = _rules(pipeline)
+    results: dict[str, grafana_eval.Result] = {}
+
+    def evaluated() -> bool:
+        results.clear()
+        results.update({uid: _evaluate(pipeline, rule) for uid, rule in rules.items()})
+        return all(r.values and all(not math.isnan(v) for v in r.values) for r in results.values())
+
+    e2e.wait_until(evaluated, 6 * INTERVAL, "rules without a number", step=1)
+    hardware = [uid for uid, rule in rules.items() if ".ipmi." in rule["data"][0]["model"]["target"]]
+    assert len(hardware) >= 9 and "cpu-temperature" in rules
+    assert {uid: results[uid].state for uid in [*hardware, "cpu-temperature", "no-data"]} == dict.fromkeys(
+        [*hardware, "cpu-temperature", "no-data"], "Normal"
+    )
+
+
 def test_cpu_over_temperature_shows_in_the_series(pipeline: Pipeline) -> None:
     spec = next(s for s in alert_specs(pipeline.plan, pipeline.catalog) if s.uid == "cpu-temperature")
     cpu = pipeline.catalog.one(plugin="ipmi", type="temperature", type_instance="CPU Temp processor (3.1)")
@@ -274,6 +308,9 @@ def test_cpu_over_temperature_shows_in_the_series(pipeline: Pipeline) -> None:
         assert over(spec.target)
         newest = e2e.points(pipeline.web.render(cpu.path, "-1min"))[-1][1]
         assert newest == pytest.approx(raised, abs=1)
+        # and the rule fires under Grafana's semantics (its window ends in a null point: dropNN matters)
+        rule = _rules(pipeline)["cpu-temperature"]
+        e2e.wait_until(lambda: _evaluate(pipeline, rule).state == "Alerting", 6 * INTERVAL, "cpu rule Normal")
         print(f"CPU temperature over {spec.threshold:g} °C visible after {elapsed:.1f}s")
     finally:
         pipeline.bmc.set("CPU Temp", pipeline.bmc.sensor("CPU Temp").nominal())

@@ -15,13 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from homelab.config.loader import load
 from homelab.config.models import Ipmi
 from homelab.metrics import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
-from homelab.render.monitoring import carbon_conf, ipmi_conf
+from homelab.render.collectd import ipmi_conf
+from homelab.render.graphite import carbon_conf
 
 pytestmark = pytest.mark.real
 
@@ -59,7 +61,8 @@ def collectd_check(collectd: str, conf: Path) -> tuple[list[str], set[str]]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run.pid, signal.SIGKILL)
             run.wait()
-    log = log_path.read_text()
+    # collectd 5.12 exec plugin logs a freed program name ("Program `\xffC...' has closed STDERR"): not UTF-8
+    log = log_path.read_text(errors="replace")
     # the ipmi plugin reports a refused BMC connection ("... OS: Invalid argument") at run time: not a config error
     errors = [line for line in log.splitlines() if CONFIG_ERRORS.search(line) and not RUNTIME_REPORT.search(line)]
     return errors, set(READ_FAILED.findall(log))
@@ -203,3 +206,45 @@ def test_carbon_stores_a_line_with_catalog_schema(require_program, example_confi
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_collectd_parses_the_rename_chain_of_hostile_sensor_names(
+    require_program, example_config: Path, tmp_path: Path
+) -> None:
+    """Sensor names with quotes, backslashes, parentheses and regex characters become rename rules
+    collectd 5.12 accepts (match_regex compiles each one at load)."""
+    from homelab import discover
+    from homelab.monitoring import inventory
+
+    collectd = require_program("collectd")
+    listing = "\n".join(
+        [
+            'Fan "1"          | 41h | ok  | 29.1 | 1300 RPM',
+            "CPU\\Temp (die)   | 01h | ok  |  3.1 | 40 degrees C",
+            "+12V [rail]*?    | 30h | ok  |  7.1 | 12.06 Volts",
+            "Temp             | 0Eh | ok  |  3.1 | 44 degrees C",
+            "Temp             | 0Fh | ok  |  3.2 | 43 degrees C",
+        ]
+    )
+
+    class Bmc:
+        def sdr(self) -> str:
+            return listing
+
+        def sensors(self) -> str:
+            return ""
+
+    found = discover.discover(Bmc(), None).inventory
+    assert len(found.collected()) == 5
+    raw = yaml.safe_load(example_config.read_text())
+    raw["monitoring"]["inventory"] = "inventory.yaml"
+    example_config.write_text(yaml.safe_dump(raw))
+    (example_config.parent / "inventory.yaml").write_text(inventory.dump(found))
+    conf_text = (
+        render_all(build_plan(load(example_config)), SECRETS).files["monitoring/collectd/collectd.conf"].decode()
+    )
+    assert conf_text.count("<Rule ") == 5
+    conf = tmp_path / "collectd.conf"
+    conf.write_text(localize(conf_text, tmp_path))
+    errors, _failed = collectd_check(collectd, conf)
+    assert errors == []

@@ -13,7 +13,8 @@ from homelab.config.loader import load
 from homelab.config.models import Ipmi
 from homelab.plan import build_plan
 from homelab.render import render_all
-from homelab.render.monitoring import alert_specs, dashboard_targets, dashboards
+from homelab.render.alerts import alert_specs
+from homelab.render.dashboards import dashboard_targets, dashboards
 
 SERIES = re.compile(r"collectd\.[A-Za-z0-9_.\-]+")
 
@@ -65,14 +66,41 @@ def test_every_dashboard_target_names_only_catalog_series(example_catalog) -> No
 def test_alert_targets_are_catalog_series_and_thresholds_come_from_config(example_plan, example_catalog) -> None:
     catalog = set(example_catalog.paths())
     specs = {s.uid: s for s in alert_specs(example_plan, example_catalog)}
-    assert {"cpu-temperature", "smart-failure", "pool-full", "no-data", "fan-cpu-fan1"} <= set(specs)
+    assert {
+        "cpu-temperature",
+        "smart-failure",
+        "pool-full",
+        "no-data",
+        "fanspeed-cpu-fan1-fan-cooling-29-1-low",
+    } <= set(specs)
     for spec in specs.values():
         assert set(SERIES.findall(spec.target)) <= catalog, spec.target
     assert specs["cpu-temperature"].threshold == 80
     assert specs["pool-full"].threshold == 80
-    assert specs["fan-cpu-fan1"].op == "lt" and specs["fan-cpu-fan1"].threshold == 300
+    fan = specs["fanspeed-cpu-fan1-fan-cooling-29-1-low"]
+    assert fan.op == "lt" and fan.threshold == 300
     assert specs["smart-failure"].threshold == 0
     assert specs["no-data"].no_data == "Alerting"
+    # a stopped fan or a silent CPU sensor alerts; so does a series that does not exist (NoData)
+    assert fan.no_data == "Alerting" and specs["cpu-temperature"].no_data == "Alerting"
+    quiet = next(s for s in specs.values() if s.reducer == "count" and s.target == fan.target)
+    assert quiet.uid.startswith("silent-fanspeed-cpu-fan1") and len(quiet.uid) <= 40
+    assert quiet.reducer == "count" and quiet.no_data == "Alerting" and quiet.op == "lt" and quiet.threshold == 1
+    # the profile's voltage limits become both-sided rules
+    assert specs["voltage-12v-power-supply-10-1-low"].threshold == 11.4
+    assert specs["voltage-12v-power-supply-10-1-high"].threshold == 12.6
+
+
+def test_every_rule_drops_non_numbers_and_states_its_no_data(example_rendering) -> None:
+    rules = yaml.safe_load(example_rendering.files["monitoring/grafana/provisioning/alerting/rules.yaml"])
+    for rule in rules["groups"][0]["rules"]:
+        reduce = next(q["model"] for q in rule["data"] if q["model"].get("type") == "reduce")
+        assert reduce["settings"] == {"mode": "dropNN"}, rule["uid"]
+        assert rule["noDataState"] in ("OK", "Alerting", "NoData") and rule["execErrState"] == "Error"
+
+
+def test_carbon_does_not_tag(example_rendering) -> None:
+    assert "ENABLE_TAGS = False\n" in example_rendering.files["monitoring/graphite/carbon.conf"].decode()
 
 
 def test_rendered_files(example_rendering) -> None:

@@ -14,16 +14,9 @@ from homelab.cli.storage import storage_app
 from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.storage import PoolSupport, apply_storage, fit, plan_storage, probe
+from tests.fakes.zfs import OPENZFS_TABLE
 from tests.storage.zfs import write_config, zfs_get
 
-OPENZFS_TABLE = {
-    "compression": "on | off | lzjb | gzip | gzip-[1-9] | zle | lz4 | zstd | zstd-[1-19] | zstd-fast",
-    "recordsize": "512 to 16M, power of 2",
-    "xattr": "on | off | dir | sa",
-    "acltype": "off | nfsv4 | posix | noacl | posixacl",
-    "atime": "on | off",
-    "logbias": "latency | throughput",
-}
 WANT = {"atime": "off", "compression": "lz4", "xattr": "sa", "acltype": "posix", "recordsize": "1M"}
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLE, find_program, missing, write_secret
+from tests.conftest import EXAMPLE, find_program, machine_lock, missing, write_secret
 
 _counter = itertools.count()
 
@@ -29,8 +29,27 @@ def _zpool_ok() -> bool:
     return subprocess.run([zpool, "list"], capture_output=True, check=False).returncode == 0
 
 
+_session_holds_daemon = False
+
+
 @pytest.fixture(scope="session")
 def zfs_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # One session at a time owns the zfs-fuse daemon: another session's teardown would stop it under us.
+    # tests/storage and tests/backup each register this fixture, so one session has two instances of it:
+    # the second must not take the lock again (flock on a second open file waits on the first for ever).
+    global _session_holds_daemon
+    if _session_holds_daemon:
+        yield
+        return
+    with machine_lock("homelab-zfs-fuse"):
+        _session_holds_daemon = True
+        try:
+            yield from _zfs_daemon(tmp_path_factory)
+        finally:
+            _session_holds_daemon = False
+
+
+def _zfs_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     for program in ("zpool", "zfs"):
         if find_program(program) is None:
             missing(f"program {program!r} (Debian zfs-fuse)")

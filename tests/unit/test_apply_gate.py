@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from homelab.apply import ServiceAction, StackPlan, _wait_healthy, diagnose
+from homelab.apply import ServiceAction, StackPlan
+from homelab.health import diagnose, wait_healthy
 from homelab.runtime.docker import Container
 
 
@@ -50,7 +51,7 @@ def test_a_service_compose_did_not_create_fails_the_gate(tmp_path: Path) -> None
     )
     engine = ListedContainers(_running("gitea"))
     began = time.monotonic()
-    assert _wait_healthy(engine, stack, began + 60) == ["jenkins"]  # type: ignore[arg-type]
+    assert wait_healthy(engine, stack, began + 60) == ["jenkins"]  # type: ignore[arg-type]
     assert time.monotonic() - began < 5  # reported at once, not after the timeout
     failure = diagnose(engine, stack, TimeoutError("not healthy: jenkins"), 1.0, ["monitoring"])  # type: ignore[arg-type]
     assert str(failure).splitlines() == [
@@ -61,4 +62,4 @@ def test_a_service_compose_did_not_create_fails_the_gate(tmp_path: Path) -> None
 
 def test_every_planned_service_running_passes(tmp_path: Path) -> None:
     stack = StackPlan("dev", tmp_path, [ServiceAction("dev", "gitea", "leave"), ServiceAction("dev", "old", "remove")])
-    assert _wait_healthy(ListedContainers(_running("gitea")), stack, time.monotonic() + 60) == []  # type: ignore[arg-type]
+    assert wait_healthy(ListedContainers(_running("gitea")), stack, time.monotonic() + 60) == []  # type: ignore[arg-type]

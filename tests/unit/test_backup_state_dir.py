@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homelab.backup.core import STATE_ENV, default_state_dir
+from homelab.backup.context import STATE_ENV, default_state_dir
 from homelab.config.loader import load
 from homelab.plan import build_plan
-from homelab.render.monitoring import backup_status_script
+from homelab.render.collectd import backup_status_script
 
 
 def _with_state_dir(config: Path, state_dir: str | None) -> Path:

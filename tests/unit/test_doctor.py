@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from homelab import doctor
+from homelab import doctor, host
 from homelab.config.loader import load
+from homelab.errors import CommandFailed, EnvironmentProblem
 from homelab.plan import build_plan
+from tests.fakes.docker import FakeDocker
+from tests.fakes.zfs import FakeZfs
 
 
 @pytest.fixture
@@ -50,7 +53,7 @@ def test_busy_port_fails(plan) -> None:
 
 
 def test_acme_json_states(plan) -> None:
-    path = doctor.acme_json_path(plan)
+    path = host.acme_json_path(plan)
     assert path is not None
     assert next(doctor._acme(plan)).level == "warn"
     path.mkdir(parents=True)  # what Docker does with a missing bind source
@@ -74,3 +77,73 @@ def test_doctor_command_runs_every_check(plan, monkeypatch: pytest.MonkeyPatch) 
     names = [c.name for c in doctor.run_checks(plan)]
     assert names[:2] == ["docker", "compose"]
     assert {"port 18080", "port 18443", "cloud.example.com", "acme.json", "disk"} <= set(names)
+
+
+def _zfs_with(*names: str) -> FakeZfs:
+    zfs = FakeZfs()
+    for name in names:
+        if "/" in name:
+            zfs.create(name)
+        else:
+            zfs.add_pool(name)
+    return zfs
+
+
+def test_engine_and_compose_reported_from_the_driver(plan) -> None:
+    docker = FakeDocker()
+    assert [(c.level, c.name, c.detail) for c in doctor._docker(docker)] == [
+        ("ok", "docker", "engine 27.3.1 reachable"),
+        ("ok", "compose", "docker compose 2.30.3"),
+    ]
+    docker.version = None
+    docker.compose = EnvironmentProblem("Docker Compose v2 not found: install the docker compose plugin")
+    assert [(c.level, c.detail) for c in doctor._docker(docker)] == [
+        ("fail", "engine not reachable: Cannot connect to the Docker daemon"),
+        ("fail", "Docker Compose v2 not found: install the docker compose plugin"),
+    ]
+
+
+def test_zfs_missing_is_a_warning(plan) -> None:
+    zfs = FakeZfs()
+    zfs.installed = False
+    assert [(c.level, c.name, c.detail) for c in doctor._zfs(plan, zfs)] == [
+        ("warn", "zfs", "zfs command not found: datasets cannot be checked or created")
+    ]
+
+
+def test_zfs_that_cannot_list_fails(plan) -> None:
+    zfs = FakeZfs()
+    zfs.fail["names"] = CommandFailed(["zfs", "list"], 1, "", "internal error: failed to initialize ZFS library\n")
+    assert [(c.level, c.detail) for c in doctor._zfs(plan, zfs)] == [
+        ("fail", "zfs list failed: internal error: failed to initialize ZFS library")
+    ]
+
+
+def test_pool_and_datasets(plan) -> None:
+    checks = _by_name(doctor._zfs(plan, _zfs_with("data")))
+    assert (checks["pool tank"].level, checks["pool tank"].detail) == ("fail", "missing")
+    assert checks["datasets"].level == "warn"
+    assert checks["datasets"].detail.startswith("14 missing (created by storage apply): tank/homelab/edge/acme, ")
+    names = ["tank", "tank/homelab", *sorted({"/".join(d.name.split("/")[:3]) for d in plan.datasets})]
+    checks = _by_name(doctor._zfs(plan, _zfs_with(*names, *(d.name for d in plan.datasets))))
+    assert (checks["pool tank"].level, checks["pool tank"].detail) == ("ok", "present")
+    assert (checks["datasets"].level, checks["datasets"].detail) == ("ok", "all 14 present")
+
+
+def test_run_checks_on_the_fakes(plan, monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = doctor.run_checks(plan, lambda host: None, docker=FakeDocker(), zfs=_zfs_with("tank"))
+    assert [c.name for c in checks][:2] == ["docker", "compose"]
+    assert _by_name(checks)["pool tank"].level == "ok"
+
+
+def test_a_symlinked_acme_json_is_not_a_regular_file(plan, tmp_path: Path) -> None:
+    path = host.acme_json_path(plan)
+    assert path is not None
+    path.parent.mkdir(parents=True)
+    (tmp_path / "elsewhere.json").write_text("{}")
+    path.symlink_to(tmp_path / "elsewhere.json")
+    check = next(doctor._acme(plan))
+    assert (check.level, check.detail) == (
+        "fail",
+        f"{path} is not a regular file (a missing bind source became a folder?)",
+    )

@@ -1,0 +1,15 @@
+"""The Traefik edge: it publishes 80/443 and every TCP route, and gets the DNS challenge's credentials
+as files (`<VARIABLE>_FILE`, which lego reads), never as values."""
+
+from __future__ import annotations
+
+from homelab.apps import web_ports
+from homelab.plan import AppContext
+
+
+def customize(ctx: AppContext) -> None:
+    traefik = ctx.services["traefik"]
+    traefik.ports += web_ports(ctx.config)
+    traefik.ports += [f"{r.public_port}:{r.public_port}" for r in ctx.plan.tcp_routes]
+    for variable, relative in sorted(ctx.config.domain.acme.dns_credentials.items()):
+        ctx.pass_user_secret(traefik, f"{variable}_FILE", f"acme_{variable.lower()}", relative)

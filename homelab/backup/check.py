@@ -1,0 +1,71 @@
+"""cryptcheck the objects a sync has finished writing while it writes the others.
+
+Each batch is what was written since the previous batch started, so on a slow uplink the check costs no
+wall time, and the last batch is small. `finish` checks the rest and returns the merged result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from pathlib import Path
+
+from homelab.runtime.rclone import CheckResult, RcloneDriver
+
+CHECK_BATCH_FILES = 2000  # objects written before a check batch starts...
+CHECK_BATCH_WAIT = 2.0  # ...or seconds since the first of them was written
+
+
+class CheckAsWritten:
+    def __init__(self, rclone: RcloneDriver, source: Path, dst: str, label: str, wait: float | None = None):
+        self.rclone, self.source, self.dst, self.label = rclone, source, dst, label
+        self.wait = CHECK_BATCH_WAIT if wait is None else wait
+        self.result = CheckResult()
+        self._pending: list[str] = []
+        self._seen: set[str] = set()
+        self._finished = False
+        self._ready = threading.Condition()
+        self._worker = threading.Thread(target=self._work, daemon=True)
+        self._worker.start()
+
+    def add(self, name: str) -> None:
+        with self._ready:
+            if name not in self._seen:
+                self._seen.add(name)
+                self._pending.append(name)
+                self._ready.notify()
+
+    def finish(self, written: list[str]) -> CheckResult:
+        for name in written:  # the sync's own log, read whole: nothing the tail missed goes unchecked
+            self.add(name)
+        with self._ready:
+            self._finished = True
+            self._ready.notify()
+        self._worker.join()
+        return self.result
+
+    def _next_batch(self) -> list[str]:
+        with self._ready:
+            while not self._pending and not self._finished:
+                self._ready.wait()
+            # each cryptcheck costs a start-up and a listing: wait for a batch worth it, but not long
+            deadline = time.monotonic() + self.wait
+            while not self._finished and len(self._pending) < CHECK_BATCH_FILES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._ready.wait(left)
+            batch, self._pending = self._pending, []
+            return batch
+
+    def _work(self) -> None:
+        for n in itertools.count(1):
+            batch = self._next_batch()
+            if not batch:
+                return
+            try:
+                checked = self.rclone.cryptcheck(self.source, self.dst, label=f"{self.label}-check-{n}", files=batch)
+                self.result.absorb(checked)
+            except Exception as exc:  # reported as a check error, never lost in the thread
+                self.result.errors.append(f"cryptcheck could not run: {exc}")

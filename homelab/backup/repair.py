@@ -1,0 +1,40 @@
+"""Putting the remote right: objects the last verify found damaged or missing are deleted before the next
+run's sync, which uploads them again; a `--deep` run cryptchecks every object (not only those it wrote)
+and uploads again what differs from the snapshot - a source file rewritten with the same size and mtime,
+which a sync cannot see (crypt keeps no hashes to compare), or damage no verify has seen yet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from homelab.backup.context import Context
+from homelab.runtime.rclone import CheckResult
+
+
+def damaged(ctx: Context, key: str, remote: str) -> list[str]:
+    """What the newest verify found damaged or missing, unless a successful run came after it."""
+    verifies = ctx.state.verifies()
+    if not verifies:
+        return []
+    newest = verifies[-1]
+    last = ctx.last_success(key, remote)
+    if last is not None and last.end is not None and last.end > newest.time:
+        return []
+    return [p for found in newest.damaged if found.key == key and found.remote == remote for p in found.paths]
+
+
+def deep_check(ctx: Context, source: Path, dst: str, archive: str, label: str) -> tuple[CheckResult, int]:
+    """cryptcheck everything; what differs moves to this run's archive and is uploaded again, then checked.
+    The final check, and how many objects were uploaded again."""
+    found = ctx.rclone.cryptcheck(source, dst, label=f"{label}-deep")
+    stale = found.differ + found.missing
+    if not stale or found.errors or found.extra:
+        return found, 0
+    ctx.rclone.move_files(dst, archive, stale, label=f"{label}-deep-move")
+    again = ctx.rclone.sync(source, dst, backup_dir=archive, label=f"{label}-deep-sync")
+    if not again.ok:
+        found.errors.append(again.why("sync"))
+        return found, 0
+    checked = ctx.rclone.cryptcheck(source, dst, label=f"{label}-deep-again", files=stale)
+    checked.matched += found.matched
+    return checked, len(again.copied)

@@ -1,0 +1,204 @@
+"""`homelab certs check`: will the CA be able to issue for every served name? Each finding says what to
+change. Run by `homelab doctor` too. DNS goes through one small resolver a test can point at a local
+server; the network probes take their address and ports as parameters for the same reason."""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import errno
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import dns.exception
+import dns.name
+import dns.resolver
+
+from homelab.certs.store import ca_kind_of_url
+from homelab.doctor import Check
+from homelab.plan import Plan
+from homelab.render.edge_traefik import ca_server
+
+LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
+CHALLENGE_PORT = {"http": 80, "tls": 443}
+SKEW_WARN, SKEW_FAIL = 30, 300  # seconds
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Where the checks look: the DNS server (None: the system's), the box's public address, the public
+    port each challenge needs, where to listen while testing a port, and the CA to ask for the time."""
+
+    nameserver: str | None = None
+    dns_port: int = 53
+    address: str | None = None
+    challenge_ports: tuple[tuple[str, int], ...] = tuple(CHALLENGE_PORT.items())
+    listen_host: str = "0.0.0.0"  # noqa: S104 - the challenge arrives from outside
+    clock_url: str | None = None
+    timeout: float = 5.0
+
+    def resolver(self) -> dns.resolver.Resolver:
+        if self.nameserver is None:
+            resolver = dns.resolver.Resolver()
+        else:
+            resolver = dns.resolver.Resolver(configure=False)
+            resolver.nameservers = [self.nameserver]
+            resolver.port = self.dns_port
+        resolver.lifetime = self.timeout
+        return resolver
+
+
+def run(plan: Plan, probe: Probe) -> list[Check]:
+    configured = plan.config.certs.public_address
+    address = probe.address or (str(configured) if configured else None)
+    resolver = probe.resolver()
+    checks: list[Check] = []
+    for route in plan.routes:
+        checks += _address(route.host, address, resolver)
+        checks += _caa(route.host, plan, resolver)
+    checks += _challenge(plan, address, probe)
+    checks += _clock(probe.clock_url or ca_server(plan), probe.timeout)
+    return checks
+
+
+def _lookup(resolver: dns.resolver.Resolver, name: str, rdtype: str) -> list[str] | None:
+    """The records' texts; [] when the name has none of that type; None when the name does not exist."""
+    try:
+        return [r.to_text() for r in resolver.resolve(name, rdtype)]
+    except dns.resolver.NXDOMAIN:
+        return None
+    except dns.resolver.NoAnswer:
+        return []
+
+
+def _address(host: str, expected: str | None, resolver: dns.resolver.Resolver) -> Iterator[Check]:
+    name = f"{host} address"
+    try:
+        found = (_lookup(resolver, host, "A") or []) + (_lookup(resolver, host, "AAAA") or [])
+    except dns.exception.DNSException as exc:
+        yield Check("fail", name, f"DNS lookup failed ({exc}): check the resolver / your DNS provider")
+        return
+    target = expected or "this box's public address"
+    if not found:
+        yield Check("fail", name, f"no A/AAAA record: add `{host}. A {target}` at your DNS provider (or ddns)")
+    elif expected is None:
+        yield Check("warn", name, f"resolves to {', '.join(found)}; pass --address or set certs.public_address")
+    elif expected not in found:
+        yield Check(
+            "fail",
+            name,
+            f"resolves to {', '.join(found)}, not this box's public address {expected}: "
+            f"point the A record at {expected} (check ddclient)",
+        )
+    else:
+        yield Check("ok", name, f"resolves to {expected}")
+
+
+def relevant_caa(host: str, resolver: dns.resolver.Resolver) -> tuple[str, list[tuple[str, str]]]:
+    """RFC 8659 section 3: the CAA set of the closest node, climbing from the name to the root, that has
+    one. Returns that node and its (tag, issuer domain) pairs; ("", []) when no node has one."""
+    node = dns.name.from_text(host)
+    while node != dns.name.root:
+        records = _lookup(resolver, node.to_text(), "CAA") or []
+        if records:
+            pairs = []
+            for text in records:
+                _flags, tag, value = text.split(" ", 2)
+                pairs.append((tag.lower(), value.strip('"').split(";")[0].strip().lower()))
+            return node.to_text(omit_final_dot=True), pairs
+        node = node.parent()
+    return "", []
+
+
+def _caa(host: str, plan: Plan, resolver: dns.resolver.Resolver) -> Iterator[Check]:
+    name = f"{host} CAA"
+    if ca_kind_of_url(ca_server(plan)) not in ("production", "staging"):
+        yield Check("ok", name, "test CA: CAA not checked")
+        return
+    try:
+        node, pairs = relevant_caa(host, resolver)
+    except dns.exception.DNSException as exc:
+        yield Check("fail", name, f"CAA lookup failed ({exc}): Let's Encrypt refuses to issue when it fails too")
+        return
+    wildcard = host.startswith("*.")
+    tag = "issuewild" if wildcard and any(t == "issuewild" for t, _ in pairs) else "issue"
+    allowed = [domain for t, domain in pairs if t == tag]
+    if not pairs or (not allowed and not any(t in ("issue", "issuewild") for t, _ in pairs)):
+        yield Check("ok", name, "no CAA restriction: any CA may issue")
+    elif LETSENCRYPT_CAA in allowed:
+        yield Check("ok", name, f"CAA at {node} allows {LETSENCRYPT_CAA}")
+    else:
+        others = ", ".join(d or "no CA" for d in allowed) or "no CA"
+        yield Check(
+            "fail",
+            name,
+            f'CAA at {node} allows only {others} ({tag}): add `{node}. CAA 0 {tag} "{LETSENCRYPT_CAA}"`',
+        )
+
+
+def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]:
+    challenge = plan.config.domain.acme.challenge if plan.config.edge.kind == "traefik" else "http"
+    ports = dict(probe.challenge_ports)
+    if challenge == "dns":
+        yield Check("ok", "challenge", "dns-01: no inbound port needed (the TXT round trip is not checked yet)")
+        return
+    port = ports[challenge]
+    kind = {"http": "HTTP-01", "tls": "TLS-ALPN-01"}[challenge]
+    if address is None:
+        yield Check("warn", f"port {port}", f"{kind} needs port {port}: pass --address to test it")
+        return
+    answer = reachable(address, port, probe.listen_host, probe.timeout)
+    if answer is None:
+        yield Check("warn", f"port {port}", f"{kind}: cannot listen on port {port} to test it (run as root)")
+    elif answer:
+        yield Check("ok", f"port {port}", f"{kind}: {address}:{port} answers")
+    else:
+        yield Check(
+            "fail",
+            f"port {port}",
+            f"{kind}: {address}:{port} does not answer: forward TCP {port} on your router to this box and "
+            f"allow it in the firewall; if your ISP blocks it, use another challenge (domain.acme.challenge)",
+        )
+
+
+def reachable(address: str, port: int, listen_host: str, timeout: float) -> bool | None:
+    """Connect to address:port. When nothing listens on the port here (the edge is not up yet), listen
+    on it while connecting, so the answer tells whether the router and firewall let it through. None
+    when this process may not listen there."""
+    with contextlib.ExitStack() as stack:
+        listener = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        try:
+            listener.bind((listen_host, port))
+            listener.listen(1)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return None  # cannot listen there (no privilege to bind a low port): cannot tell
+        try:
+            socket.create_connection((address, port), timeout=timeout).close()
+        except OSError:
+            return False
+    return True
+
+
+def _clock(url: str, timeout: float) -> Iterator[Check]:
+    """Compare this clock with the Date header of the CA's directory."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - the configured CA
+            stamp = response.headers.get("Date")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        yield Check("warn", "clock", f"cannot ask {url} for the time ({exc})")
+        return
+    if not stamp:
+        yield Check("warn", "clock", f"{url} sent no Date header")
+        return
+    skew = (datetime.now(UTC) - email.utils.parsedate_to_datetime(stamp)).total_seconds()
+    detail = f"{abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} {url}"
+    if abs(skew) < SKEW_WARN:
+        yield Check("ok", "clock", detail)
+    else:
+        fix = "turn on time sync: `timedatectl set-ntp true` (systemd-timesyncd) or install chrony"
+        yield Check("fail" if abs(skew) >= SKEW_FAIL else "warn", "clock", f"{detail}: {fix}")

@@ -1,0 +1,104 @@
+"""`homelab certs`: per served name, what the edge holds for it and what happened to it lately."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+
+from homelab.certs import guard
+from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
+from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, ca_kind_of_url, read_holdings
+from homelab.doctor import Check, Level
+from homelab.errors import HomelabError
+from homelab.plan import Plan
+from homelab.render.edge_traefik import ca_server
+
+WEEK = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class NameStatus:
+    name: str
+    issuer: str  # the issuer's name, "" when nothing is served yet
+    ca: str  # production, staging, test, other, or "" when nothing is served
+    expires: str  # ISO 8601, "" when nothing is served
+    days_left: int | None
+    challenge: str
+    last_error: str
+    orders_7d: int
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def name_statuses(plan: Plan, holdings: Holdings, ledger: Ledger, now: datetime) -> list[NameStatus]:
+    expected = ca_kind_of_url(ca_server(plan))
+    ledger.record_issued(holdings.history)
+    issued, unanswered = guard.split_orders(ledger)
+    seen = {o.serial for o in issued}
+    history = issued + [Order.of(c) for c in holdings.history if c.serial not in seen]
+    rows = []
+    for route in plan.routes:
+        host = route.host
+        cert = _served(holdings.served, host)
+        pending = [o.at for o in unanswered if host in o.names]
+        orders = [o for o in history if host in o.names and now - o.at < WEEK]
+        rows.append(
+            NameStatus(
+                name=host,
+                issuer=cert.issuer if cert else "",
+                ca=cert.ca if cert else "",
+                expires=cert.not_after.isoformat() if cert else "",
+                days_left=(cert.not_after - now).days if cert else None,
+                challenge=(cert.challenge if cert and cert.challenge else "") or CHALLENGE_NAMES[_challenge(plan)],
+                last_error=_problem(cert, expected, pending, now),
+                orders_7d=len(orders) + len([t for t in pending if now - t < WEEK]),
+            )
+        )
+    return rows
+
+
+def _challenge(plan: Plan) -> str:
+    # certbot's loop only runs the webroot (HTTP-01) authenticator
+    return plan.config.domain.acme.challenge if plan.config.edge.kind == "traefik" else "http"
+
+
+def _served(served: list[Issued], host: str) -> Issued | None:
+    matching = [c for c in served if c.covers(host)]
+    return max(matching, key=lambda c: c.not_after) if matching else None
+
+
+def _problem(cert: Issued | None, expected: str, pending: list[datetime], now: datetime) -> str:
+    stale = [t for t in pending if now - t > guard.ISSUE_SLACK]
+    if stale:
+        since = max(stale).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"ordered {since}, no certificate since: see `homelab logs` of the edge and `homelab certs check`"
+    if cert is None:
+        return "no certificate yet" + (" (ordering)" if pending else "")
+    if cert.not_after <= now:
+        return "expired: renewal failed; run `homelab certs check`"
+    if expected in ("production", "staging") and cert.ca != expected:
+        return f"served by a {cert.ca} CA while {expected} Let's Encrypt is configured"
+    return ""
+
+
+def statuses(plan: Plan, now: datetime | None = None) -> list[NameStatus]:
+    """Reads the edge's store and the ledger; writes nothing."""
+    return name_statuses(plan, read_holdings(plan), load_ledger(ledger_path(plan)), now or datetime.now(UTC))
+
+
+def held_checks(plan: Plan, now: datetime | None = None) -> list[Check]:
+    """For `doctor`: a name whose certificate expired or whose order went unanswered fails; a name
+    with no certificate yet warns; a store homelab cannot read fails."""
+    try:
+        rows = statuses(plan, now)
+    except HomelabError as exc:
+        return [Check("fail", "certificates", str(exc))]
+    out = []
+    for row in rows:
+        if not row.last_error:
+            out.append(Check("ok", f"{row.name} certificate", f"{row.ca}, {row.days_left} days left"))
+        else:
+            level: Level = "warn" if row.last_error.startswith("no certificate yet") else "fail"
+            out.append(Check(level, f"{row.name} certificate", row.last_error))
+    return out

@@ -1,0 +1,166 @@
+"""`homelab monitor discover` and `check` (a verb: it reaches ipmitool and the host through
+homelab/runtime/): read what the box has (BMC, lm-sensors, disks) into an
+inventory, and compare a written inventory with what the BMC reports now."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from homelab.config.loader import LoadedConfig
+from homelab.errors import ConfigError, EnvironmentProblem
+from homelab.monitoring import inventory as inv
+from homelab.monitoring.listing import Sensor, merge, parse
+from homelab.runtime.hwmon import HostReader
+from homelab.runtime.ipmi import BmcReader
+
+# lm-sensors feature prefix -> collectd sensors plugin type
+HWMON_TYPES: dict[str, Literal["temperature", "fanspeed", "voltage"]] = {
+    "temp": "temperature",
+    "fan": "fanspeed",
+    "in": "voltage",
+}
+
+
+@dataclass(frozen=True)
+class Found:
+    inventory: inv.Inventory
+    skipped: tuple[str, ...]  # listing lines that were no sensor (ipmitool's warnings, ...)
+
+
+def read_bmc(bmc: BmcReader) -> tuple[tuple[Sensor, ...], tuple[str, ...]]:
+    sdr, sensor = parse(bmc.sdr()), parse(bmc.sensors())
+    skipped = tuple(f"{name} line {s.line}: {s.text}" for name, lst in (("sdr", sdr), ("sensor", sensor))
+                    for s in lst.skipped)  # fmt: skip
+    return merge(sdr, sensor) if sdr.sensors else sensor.sensors, skipped
+
+
+def hwmon_entries(text: str) -> list[inv.HwmonEntry]:
+    """lm-sensors' JSON: {chip: {"Adapter": ..., feature label: {"temp1_input": 42.0, ...}}}."""
+    try:
+        chips = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        return []
+    entries = []
+    for chip, features in chips.items():
+        if not isinstance(features, dict):
+            continue
+        for label, values in features.items():
+            if not isinstance(values, dict):
+                continue
+            for key in values:
+                match = re.fullmatch(r"(temp|fan|in)(\d+)_input", key)
+                if match:
+                    feature, kind = f"{match.group(1)}{match.group(2)}", HWMON_TYPES[match.group(1)]
+                    entries.append(inv.HwmonEntry(chip=chip, feature=feature, type=kind, label=label))
+    return entries
+
+
+def disk_names(text: str) -> list[str]:
+    try:
+        devices = json.loads(text).get("blockdevices", []) if text.strip() else []
+    except (json.JSONDecodeError, AttributeError):
+        return []
+    return sorted(d["name"] for d in devices if d.get("type") == "disk" and d.get("tran") in ("sata", "sas", "nvme"))
+
+
+def discover(bmc: BmcReader | None, host: HostReader | None, previous: inv.Inventory | None = None) -> Found:
+    sensors, skipped = read_bmc(bmc) if bmc else ((), ())
+    found = inv.from_sensors(sensors)
+    hwmon = hwmon_entries(host.sensors_json()) if host else []
+    disks = disk_names(host.disks_json()) if host else []
+    nics = host.nics() if host else []
+    fresh = found.model_copy(update={"hwmon": hwmon, "disks": disks, "nics": nics})
+    return Found(keep_edits(fresh, previous) if previous else fresh, skipped)
+
+
+def keep_edits(fresh: inv.Inventory, previous: inv.Inventory) -> inv.Inventory:
+    """Rediscovery keeps what the user changed: a sensor with the same name and entity keeps its key,
+    label, hide and thresholds."""
+    old = {(e.name, e.entity): e for e in previous.bmc}
+    kept = []
+    for entry in fresh.bmc:
+        before = old.get((entry.name, entry.entity))
+        if before:
+            entry = entry.model_copy(
+                update={"key": before.key, "label": before.label, "hide": before.hide, "thresholds": before.thresholds}
+            )
+        kept.append(entry)
+    return fresh.model_copy(update={"bmc": kept})
+
+
+@dataclass(frozen=True)
+class Drift:
+    missing: tuple[str, ...]  # in the inventory (collected), not reported by the BMC now
+    new: tuple[str, ...]  # reported with a reading now, not in the inventory
+
+    @property
+    def clean(self) -> bool:
+        return not self.missing and not self.new
+
+
+def check(bmc: BmcReader, inventory: inv.Inventory) -> Drift:
+    sensors, _ = read_bmc(bmc)
+    now = {(s.name, s.entity_text or None) for s in sensors if s.reading is not None}
+    known = {(e.name, e.entity) for e in inventory.bmc}
+    missing = [e.name for e in inventory.collected() if (e.name, e.entity) not in now]
+    new = [name for name, entity in sorted(now - known, key=str)]
+    return Drift(tuple(missing), tuple(new))
+
+
+def inventory_path(loaded: LoadedConfig) -> Path:
+    """Where the inventory lives: `monitoring.inventory`, relative to homelab.yaml."""
+    relative = loaded.config.monitoring.inventory
+    if not relative:
+        raise ConfigError(
+            [f"{loaded.path}: monitoring.inventory: not set (add e.g. `inventory: monitoring-inventory.yaml`)"]
+        )
+    return loaded.base_dir / relative
+
+
+def bmc_reader(loaded: LoadedConfig) -> BmcReader | None:
+    """ipmitool with the BMC settings collectd gets: none when ipmi is off."""
+    from homelab.runtime.ipmi import Ipmitool
+    from homelab.secrets import user_secret_values
+
+    ipmi = loaded.config.monitoring.ipmi
+    if ipmi.mode == "off":
+        return None
+    if ipmi.mode == "local":
+        return Ipmitool()
+    password = user_secret_values(loaded).get(ipmi.password_file or "", "")
+    return Ipmitool(ipmi.address, ipmi.username, password, cipher_suite=ipmi.cipher_suite)
+
+
+def discover_into(loaded: LoadedConfig, bmc: BmcReader | None, host: HostReader | None) -> tuple[Path, Found]:
+    """Discover and write the inventory file (keeping the user's edits of an existing one)."""
+    path = inventory_path(loaded)
+    previous = inv.load(path) if path.exists() else None
+    found = discover(bmc, host, previous)
+    if not found.inventory.bmc and bmc is not None:
+        raise EnvironmentProblem(
+            f"the BMC listed no sensor; nothing written to {path}: " + "; ".join(found.skipped[:3])
+        )
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(inv.dump(found.inventory), encoding="utf-8")
+    tmp.replace(path)
+    return path, found
+
+
+def drift_report(bmc: BmcReader, inventory: inv.Inventory) -> list[tuple[Literal["ok", "warn", "fail"], str]]:
+    """`homelab doctor`'s lines about the sensors: (level, detail), level ok, warn or fail."""
+    try:
+        drift = check(bmc, inventory)
+    except EnvironmentProblem as exc:
+        return [("warn", f"cannot read the BMC to compare with the inventory: {exc}")]
+    if drift.clean:
+        return [("ok", f"the BMC reports every one of the inventory's {len(inventory.collected())} sensors")]
+    gone = "in the inventory, no reading from the BMC now (its rules alert)"
+    lines: list[tuple[Literal["ok", "warn", "fail"], str]] = [("fail", f"{name}: {gone}") for name in drift.missing]
+    lines += [
+        ("warn", f"{name}: new on the BMC, not in the inventory (homelab monitor discover)") for name in drift.new
+    ]
+    return lines

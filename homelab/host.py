@@ -1,0 +1,111 @@
+"""Preparing the host for the stacks: the bind-mount folders of the datasets, and Traefik's acme.json.
+
+acme.json lives in the `edge/acme` dataset and must exist as a 0600 regular file before the edge
+starts: Docker turns a missing bind source into a folder, and Traefik refuses a file others can read.
+`homelab storage apply` and `homelab up` both create it here; `homelab doctor` reads its state here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from homelab.errors import HomelabError
+from homelab.layout import EDGE_STACK
+from homelab.plan import Dataset, Plan
+
+ACME_KEY = "edge/acme"  # the dataset that holds acme.json
+ACME_MODE = 0o600
+
+
+class HostError(HomelabError):
+    """Something on the host stands where homelab must put a file or folder."""
+
+
+@dataclass(frozen=True)
+class AcmeState:
+    path: Path
+    kind: Literal["missing", "not-a-file", "file"]  # not-a-file: a folder, a symlink, a device...
+    mode: int = 0  # permission bits, for a file
+
+    @property
+    def ready(self) -> bool:
+        return self.kind == "file" and self.mode == ACME_MODE
+
+
+def acme_json_of(dataset: Dataset) -> Path | None:
+    """acme.json's place on the host when this dataset is the one that holds it."""
+    return Path(dataset.path) / "acme.json" if dataset.key == ACME_KEY else None
+
+
+def acme_json_path(plan: Plan) -> Path | None:
+    """Where Traefik keeps its certificates; None when the plan has no edge/acme dataset."""
+    return next((path for d in plan.datasets if (path := acme_json_of(d)) is not None), None)
+
+
+def acme_state(path: Path) -> AcmeState:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return AcmeState(path, "missing")
+    if not stat.S_ISREG(info.st_mode):
+        return AcmeState(path, "not-a-file")
+    return AcmeState(path, "file", stat.S_IMODE(info.st_mode))
+
+
+def ensure_acme_json(path: Path) -> bool:
+    """Make acme.json an empty 0600 file if missing, or fix its mode; True when it was created.
+    Raises HostError, changing nothing, when something else stands there."""
+    state = acme_state(path)
+    if state.kind == "not-a-file":
+        raise HostError(
+            f"{path} is not a regular file (a missing bind source became a folder?): remove it and run again"
+        )
+    if state.kind == "missing":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, ACME_MODE)
+        os.close(fd)
+    if state.mode != ACME_MODE:
+        path.chmod(ACME_MODE)  # also after creating: the umask may have taken bits away
+    return state.kind == "missing"
+
+
+def prepare_host(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[str]:
+    """Create missing bind-mount sources for the stacks' datasets when they are plain folders (ZFS
+    datasets are created and mounted by `homelab storage`), owned by the dataset's uid/gid, and
+    acme.json as an empty 0600 file before the edge starts. Returns what it created."""
+    wanted = set(stacks)
+    owners = {e for s in wanted for e in _owners(plan, s)}
+    created = []
+    root = os.geteuid() == 0
+    for dataset in plan.datasets:
+        if dataset.owner not in owners or (zfs_datasets and dataset.name in zfs_datasets):
+            continue
+        path = Path(dataset.path)
+        if not path.exists():
+            path.mkdir(parents=True, mode=0o750)
+            if root:
+                os.chown(path, dataset.uid, dataset.gid)
+            created.append(str(path))
+    if EDGE_STACK in wanted and plan.config.edge.kind == "traefik":
+        acme = acme_json_path(plan)
+        if acme is not None and ensure_acme_json(acme):
+            created.append(str(acme))
+    return created
+
+
+def _owners(plan: Plan, stack_name: str) -> set[str]:
+    """Dataset owners (apps, or the stack itself) whose services live in this stack."""
+    stack = plan.stacks.get(stack_name)
+    if stack is None:
+        return set()
+    owners = {stack_name}
+    owners |= {r.app for r in plan.routes if r.stack == stack_name}
+    owners |= {
+        d.owner for d in plan.datasets if any(m.source == d.path for s in stack.services.values() for m in s.mounts)
+    }
+    return owners

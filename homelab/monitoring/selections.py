@@ -1,0 +1,59 @@
+"""One definition of each metric selection: the dashboards' panels and the alert rules both ask here,
+so a panel and the alert about the same thing can never look at different series."""
+
+from __future__ import annotations
+
+from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
+from homelab.certs.expiry import TYPE as CERT_TYPE
+from homelab.metrics import Catalog, Series
+
+
+def cpu_temperatures(catalog: Catalog) -> list[Series]:
+    """The BMC's processor temperatures and the host's coretemp sensors."""
+    bmc = [s for s in catalog.select(plugin="ipmi", type="temperature") if s.cpu]
+    return bmc + catalog.select(plugin="sensors", type="temperature")
+
+
+def bmc(catalog: Catalog, type_: str) -> list[Series]:
+    return catalog.select(plugin="ipmi", type=type_)
+
+
+def fans(catalog: Catalog) -> list[Series]:
+    """The BMC's fans: in RPM (type fanspeed) or, on HPE iLO and the like, in percent of full speed."""
+    return [s for s in catalog.select(plugin="ipmi") if s.type in ("fanspeed", "percent")]
+
+
+def disk_temperatures(catalog: Catalog) -> list[Series]:
+    return catalog.select(plugin="smart", type="smart_temperature")
+
+
+def smart_failure_counters(catalog: Catalog, disk: str | None = None) -> list[Series]:
+    return catalog.select(plugin="smart", type="smart_attribute", plugin_instance=disk)
+
+
+def dataset_used(catalog: Catalog) -> list[Series]:
+    return [s for s in catalog.select(plugin="df", type="df_complex") if s.type_instance == "used"]
+
+
+def certificate_days_left(catalog: Catalog) -> list[Series]:
+    """Days until each served name's certificate expires, as the edge serves it."""
+    return catalog.select(plugin=CERT_PLUGIN, type=CERT_TYPE)
+
+
+def heartbeat(catalog: Catalog) -> Series:
+    return catalog.one(plugin="uptime", type="uptime")
+
+
+def max_series(series: list[Series]) -> str:
+    return f"maxSeries({','.join(s.path for s in series)})"
+
+
+def pool_used_percent_target(catalog: Catalog) -> str | None:
+    """Pool fullness from df: what the datasets use over that plus the pool's free space (ZFS reports
+    the pool's free space as every dataset's free space)."""
+    used_paths = [s.path for s in dataset_used(catalog)]
+    free = [s.path for s in catalog.select(plugin="df", type="df_complex") if s.type_instance == "free"]
+    if not used_paths or not free:
+        return None
+    used_sum = f"sumSeries({','.join(used_paths)})"
+    return f"asPercent({used_sum},sumSeries({used_sum},{free[0]}))"

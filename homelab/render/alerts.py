@@ -1,0 +1,225 @@
+"""Grafana alert rules (file provisioning), from the metric selections the dashboards use too.
+
+Written for Grafana's real evaluation (pkg/expr/mathexp/reduce.go, pkg/expr/threshold.go): a Graphite
+render ends in a null point while its last bucket is open, and in the default ("strict") reduce mode
+`max`/`min` of a window holding a null are NaN, which no threshold crosses. Every reduce here drops
+non-numbers (`settings.mode: dropNN`), so the newest complete points decide. A sensor that stops
+reporting leaves a window with no number at all: its `count` is 0, which the "silent" rules catch;
+a series that does not exist at all is NoData, which `noDataState` maps deliberately per rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from homelab.certs.expiry import ALERT_DAYS
+from homelab.metrics import SMART_FAILURE_ATTRIBUTES, Catalog, Series
+from homelab.monitoring import selections as pick
+from homelab.plan import Plan
+from homelab.render.grafana import DATASOURCE_UID, FOLDER
+
+NoDataState = Literal["OK", "Alerting", "NoData"]
+Reducer = Literal["max", "min", "last", "count"]
+Op = Literal["gt", "lt"]
+REDUCE_MODE = "dropNN"
+WINDOW = 600  # seconds of data each rule looks at
+SILENT_WINDOW = 300
+UNIT_TEXT = {"temperature": " °C", "fanspeed": " RPM", "percent": " %", "voltage": " V", "power": " W", "current": " A"}
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    uid: str
+    title: str
+    target: str
+    reducer: Reducer
+    op: Op
+    threshold: float
+    for_: str
+    summary: str
+    no_data: NoDataState = "OK"
+    window: int = WINDOW
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def silent(rule_uid: str, what: str, series: Series) -> AlertSpec:
+    """Fires when `series` sent no number for SILENT_WINDOW, or does not exist."""
+    return AlertSpec(
+        rule_uid, f"{what} silent", series.path, "count", "lt", 1, "0s",
+        f"{what} has reported nothing for {SILENT_WINDOW // 60} minutes", "Alerting", SILENT_WINDOW,
+    )  # fmt: skip
+
+
+def _cpu_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
+    temps = pick.cpu_temperatures(catalog)
+    if not temps:
+        return []
+    configured = plan.config.monitoring.thresholds.cpu_temp_c
+    limit = configured if configured is not None else plan.profile.thresholds.cpu_temp_c
+    specs = [
+        AlertSpec(
+            "cpu-temperature", "CPU over temperature", pick.max_series(temps), "max", "gt", limit, "2m",
+            f"CPU temperature above {limit:g} °C", "Alerting",
+        )
+    ]  # fmt: skip
+    # the BMC's CPU sensors get their silent rules with their own limits (_sensor_specs)
+    return specs + [silent(uid("silent", s.plugin_instance, s.type_instance), s.label, s) for s in temps if not s.cpu]
+
+
+def uid(*parts: str) -> str:
+    """A rule uid (Grafana allows 40 characters): the parts' slugs, shortened with a hash if needed."""
+    text = "-".join(_slug(p) for p in parts)
+    return text if len(text) <= 40 else f"{text[:31]}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def _sensor_specs(series: Series, fan_floor: float) -> list[AlertSpec]:
+    """The BMC's own limits: upper critical for temperatures, power and current, lower critical for
+    fans (`fan_floor` RPM where the BMC has none), both for voltages. Fans and CPU temperatures alert
+    when they fall silent or vanish."""
+    limits, unit = series.limits, UNIT_TEXT.get(series.kind, "")
+    watched = series.kind in ("fanspeed", "percent") or series.cpu
+    no_data: NoDataState = "Alerting" if watched else "OK"
+    low = limits.lower_critical if series.kind in ("fanspeed", "percent", "voltage") else None
+    low_source = "BMC lower critical"
+    if series.kind == "fanspeed" and low is None:
+        low, low_source = fan_floor, "monitoring.thresholds.fan_min_rpm"
+    high = limits.upper_critical if series.kind != "fanspeed" else None
+    sides: tuple[tuple[str, float | None, Reducer, Op, str, str, str], ...] = (
+        ("low", low, "min", "lt", "below", "1m", low_source),
+        ("high", high, "max", "gt", "above", "2m", "BMC upper critical"),
+    )
+    specs = [
+        AlertSpec(
+            uid(series.type, series.type_instance, side), f"{series.label} {word} {limit:g}{unit}", series.path,
+            reducer, op, limit, wait, f"{series.label} {word} {limit:g}{unit} ({source})", no_data,
+        )
+        for side, limit, reducer, op, word, wait, source in sides
+        if limit is not None
+    ]  # fmt: skip
+    if watched:
+        specs.append(silent(uid("silent", series.type, series.type_instance), series.label, series))
+    return specs
+
+
+def _bmc_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
+    if plan.config.monitoring.ipmi.mode == "off":
+        return []
+    floor = plan.config.monitoring.thresholds.fan_min_rpm
+    return [spec for series in catalog.select(plugin="ipmi") for spec in _sensor_specs(series, floor)]
+
+
+def _disk_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
+    specs: list[AlertSpec] = []
+    configured = plan.config.monitoring.thresholds.disk_temp_c
+    limit = configured if configured is not None else plan.profile.thresholds.disk_temp_c
+    temps = pick.disk_temperatures(catalog)
+    if temps:
+        specs.append(
+            AlertSpec(
+                "disk-temperature", "Disk over temperature", pick.max_series(temps), "max", "gt", limit, "5m",
+                f"a disk is above {limit:g} °C",
+            )
+        )  # fmt: skip
+    smart = pick.smart_failure_counters(catalog)
+    if smart:
+        ids = "/".join(str(i) for i in SMART_FAILURE_ATTRIBUTES)
+        specs.append(
+            AlertSpec(
+                "smart-failure", f"SMART {ids} above 0", pick.max_series(smart), "max", "gt", 0, "0s",
+                "a disk reports reallocated, pending or uncorrectable sectors or command timeouts",
+            )
+        )  # fmt: skip
+    pool = pick.pool_used_percent_target(catalog)
+    if pool:
+        full = plan.config.monitoring.thresholds.pool_used_percent
+        specs.append(
+            AlertSpec(
+                "pool-full", f"Pool over {full:g} %", pool, "last", "gt", full, "15m",
+                f"the datasets' pool is more than {full:g} % full",
+            )
+        )  # fmt: skip
+    return specs
+
+
+def _certificate_specs(catalog: Catalog) -> list[AlertSpec]:
+    """Per served name: under ALERT_DAYS left, or no number at all (never fetched: NoData; stopped
+    answering: the silent rule), since a name the edge cannot serve is as bad as an expired one."""
+    limit = ALERT_DAYS
+    specs: list[AlertSpec] = []
+    for series in pick.certificate_days_left(catalog):
+        name = series.plugin_instance
+        specs += [
+            AlertSpec(
+                uid("cert-expiry", name), f"Certificate for {name} expires in under {limit} days", series.path,
+                "min", "lt", limit, "0s",
+                f"the certificate served for {name} expires in under {limit} days (renewal has failed), "
+                "or it cannot be fetched", "Alerting",
+            ),
+            silent(uid("silent-cert", name), f"Certificate check for {name}", series),
+        ]  # fmt: skip
+    return specs
+
+
+def alert_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
+    heartbeat = AlertSpec(
+        "no-data", "Metrics missing for 5 minutes", pick.heartbeat(catalog).path, "count", "lt", 1, "0s",
+        "collectd has sent nothing for 5 minutes (collectd, carbon or the host is down)", "Alerting", SILENT_WINDOW,
+    )  # fmt: skip
+    hardware = _cpu_specs(plan, catalog) + _disk_specs(plan, catalog) + _bmc_specs(plan, catalog)
+    return hardware + _certificate_specs(catalog) + [heartbeat]
+
+
+def rule(spec: AlertSpec) -> dict[str, Any]:
+    return {
+        "uid": spec.uid,
+        "title": spec.title,
+        "condition": "C",
+        "data": [
+            {
+                "refId": "A",
+                "relativeTimeRange": {"from": spec.window, "to": 0},
+                "datasourceUid": DATASOURCE_UID,
+                "model": {"refId": "A", "target": spec.target},
+            },
+            {
+                "refId": "B",
+                "datasourceUid": "__expr__",
+                "model": {
+                    "refId": "B",
+                    "type": "reduce",
+                    "expression": "A",
+                    "reducer": spec.reducer,
+                    "settings": {"mode": REDUCE_MODE},
+                },
+            },
+            {
+                "refId": "C",
+                "datasourceUid": "__expr__",
+                "model": {
+                    "refId": "C",
+                    "type": "threshold",
+                    "expression": "B",
+                    "conditions": [{"evaluator": {"type": spec.op, "params": [spec.threshold]}}],
+                },
+            },
+        ],
+        "noDataState": spec.no_data,
+        "execErrState": "Error",
+        "for": spec.for_,
+        "annotations": {"summary": spec.summary},
+        "labels": {"homelab": "hardware"},
+    }
+
+
+def alert_rules(plan: Plan, catalog: Catalog) -> dict[str, Any]:
+    rules = [rule(spec) for spec in alert_specs(plan, catalog)]
+    return {
+        "apiVersion": 1,
+        "groups": [{"orgId": 1, "name": "homelab", "folder": FOLDER, "interval": "1m", "rules": rules}],
+    }

@@ -1,0 +1,222 @@
+"""rclone's JSON log, read while a command runs and after: stats for progress, each object finished,
+errors (with ENOSPC told apart), cryptcheck's --combined report, and the stall watchdog (`Tail`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+UNCHECKED = "hashes could not be checked"  # check/cryptcheck: "N hashes could not be checked"
+ENOSPC_MARKERS = (
+    "no space left on device",
+    "enospc",
+    "disk quota exceeded",
+    "insufficient storage",
+    "not enough space",
+    "remaining disk space",
+)
+ProgressFn = Callable[["Stats"], None]
+CopiedFn = Callable[[str], None]
+
+
+@dataclass
+class Stats:
+    bytes: int = 0
+    total_bytes: int = 0
+    transfers: int = 0
+    total_transfers: int = 0
+    errors: int = 0
+    elapsed: float = 0.0
+
+
+@dataclass
+class Result:
+    """How a long command ended: its errors (from its log) and the objects it finished writing."""
+
+    ok: bool
+    returncode: int
+    stats: Stats = field(default_factory=Stats)
+    errors: list[str] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)  # paths (decrypted names) written this run
+    timed_out: bool = False
+
+    @property
+    def enospc(self) -> bool:
+        return any(m in e.lower() for e in self.errors for m in ENOSPC_MARKERS)
+
+    def why(self, what: str) -> str:
+        """One line naming the cause, for a run record and the user."""
+        if self.enospc:
+            first = next(e for e in self.errors if any(m in e.lower() for m in ENOSPC_MARKERS))
+            return f"the remote is full (ENOSPC): {first}"
+        if self.timed_out:
+            return f"rclone {what} stopped: {self.errors[0]}"
+        if self.returncode < 0:
+            return f"rclone {what} was killed (signal {-self.returncode})"
+        first = self.errors[0] if self.errors else f"rclone exited with {self.returncode}"
+        more = f" (and {len(self.errors) - 1} more errors)" if len(self.errors) > 1 else ""
+        return f"{what} failed: {first}{more}"
+
+
+@dataclass
+class CheckResult:
+    """A cryptcheck: how many objects matched, and each one that did not, by kind."""
+
+    matched: int = 0
+    differ: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # in the source only
+    extra: list[str] = field(default_factory=list)  # on the remote only
+    errors: list[str] = field(default_factory=list)
+
+    def absorb(self, other: CheckResult) -> None:
+        self.matched += other.matched
+        self.differ += other.differ
+        self.missing += other.missing
+        self.extra += other.extra
+        self.errors += other.errors
+
+    @property
+    def problems(self) -> list[str]:
+        return (
+            [f"differs: {p}" for p in self.differ]
+            + [f"missing on the remote: {p}" for p in self.missing]
+            + [f"not in the snapshot: {p}" for p in self.extra]
+            + [f"error: {p}" for p in self.errors]
+        )
+
+
+def _entries(log: Path) -> Iterator[dict[str, Any]]:
+    if not log.exists():
+        return
+    with log.open(encoding="utf-8", errors="surrogateescape") as handle:
+        for line in handle:
+            entry = _json_line(line)
+            if entry is not None:
+                yield entry
+
+
+def _json_line(line: str) -> dict[str, Any] | None:
+    with contextlib.suppress(ValueError):
+        entry = json.loads(line)
+        if isinstance(entry, dict):
+            return entry
+    return None
+
+
+def _stats(entry: dict[str, Any]) -> Stats | None:
+    s = entry.get("stats")
+    if not isinstance(s, dict):
+        return None
+    return Stats(
+        int(s.get("bytes", 0)),
+        int(s.get("totalBytes", 0)),
+        int(s.get("transfers", 0)),
+        int(s.get("totalTransfers", 0)),
+        int(s.get("errors", 0)),
+        float(s.get("elapsedTime", 0.0)),
+    )
+
+
+def _moved(entry: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What advances while a command works: bytes, objects checked, listed, transferred, deleted."""
+    s = entry.get("stats")
+    if not isinstance(s, dict):
+        return None
+    return tuple(s.get(k) for k in ("bytes", "checks", "listed", "transfers", "deletes", "renames"))
+
+
+def parse_log(log: Path, returncode: int) -> Result:
+    stats = Stats()
+    errors: list[str] = []
+    copied: list[str] = []
+    for entry in _entries(log):
+        stats = _stats(entry) or stats
+        level = entry.get("level", "")
+        msg = str(entry.get("msg", ""))
+        obj = entry.get("object")
+        if level in ("error", "critical"):
+            errors.append(f"{obj}: {msg}" if obj else msg)
+        elif level == "notice" and msg.endswith(UNCHECKED):
+            # check/cryptcheck exit 0 even when the remote gave no hash to compare (e.g. a WebDAV server that
+            # publishes no checksums): those objects were not verified, so this is a failure, not a match
+            errors.append(f"{obj}: {msg} (the remote gave no hash for them)" if obj else msg)
+        elif name := _copied(entry):
+            copied.append(name)
+    return Result(returncode == 0 and not errors, returncode, stats, errors, copied)
+
+
+def _copied(entry: dict[str, Any]) -> str | None:
+    """The object a log entry says was written completely (rclone logs it after the rename from .partial)."""
+    obj = entry.get("object")
+    if entry.get("level") == "info" and obj and str(entry.get("msg", "")).startswith("Copied"):
+        return str(obj)
+    return None
+
+
+def parse_combined(path: Path) -> CheckResult:
+    """rclone's --combined report: one "<mark> <path>" line per object ("+" only in the source, "-" only on
+    the remote, "*" differs, "!" error, "=" same)."""
+    out = CheckResult()
+    if not path.exists():
+        return out
+    for line in path.read_bytes().decode("utf-8", errors="surrogateescape").splitlines():
+        mark, _, name = line.partition(" ")
+        if mark == "=":
+            out.matched += 1
+        target = {"*": out.differ, "+": out.missing, "-": out.extra, "!": out.errors}.get(mark)
+        if target is not None:
+            target.append(name)
+    return out
+
+
+class Tail:
+    """Reads a command's JSON log as it grows: stats to `progress`, finished objects to `on_copied`, and
+    a reason to stop the command when nothing has advanced for `stall` seconds."""
+
+    def __init__(
+        self,
+        log: Path,
+        progress: ProgressFn | None,
+        on_copied: CopiedFn | None,
+        stall: float,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.log, self.progress, self.on_copied, self.stall, self.clock = log, progress, on_copied, stall, clock
+        self._position, self._partial = 0, b""
+        self._moved: tuple[Any, ...] | None = None
+        self._since = clock()
+
+    def poll(self) -> str | None:
+        last = None
+        for entry in self._new_entries():
+            moved, name = _moved(entry), _copied(entry)
+            # errors and retries are not progress: a remote that stopped answering makes plenty of them
+            if (moved is not None and moved != self._moved) or name:
+                self._moved = moved or self._moved
+                self._since = self.clock()
+            last = _stats(entry) or last
+            if name and self.on_copied:
+                self.on_copied(name)
+        if last and self.progress:
+            self.progress(last)
+        idle = self.clock() - self._since
+        if idle >= self.stall:
+            return f"no progress for {idle:.0f} s: the remote stopped answering (backup.stall_timeout)"
+        return None
+
+    def _new_entries(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        with self.log.open("rb") as handle:  # bytes: a read may end inside a line, even inside a character
+            handle.seek(self._position)
+            chunk = self._partial + handle.read()
+            self._position = handle.tell()
+        lines = chunk.split(b"\n")
+        self._partial = lines.pop()  # a line rclone has not finished writing
+        found = (_json_line(line.decode("utf-8", errors="surrogateescape")) for line in lines)
+        return [e for e in found if e is not None]

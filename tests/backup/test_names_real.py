@@ -1,0 +1,68 @@
+"""Hostile names through real rclone crypt on a zfs-fuse dataset: what the filesystem allows comes back
+exactly (newline, tab, glob characters, leading dash, 143-byte names), through restore, restore --at and a
+full drill; what the crypt cannot carry fails the run naming the file, before anything is uploaded."""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from homelab.backup import BackupError, context, drill, restore, run_backup
+from homelab.backup.zfs import open_snapshot
+from tests.backup.conftest import KEY, attributes, tree
+
+pytestmark = pytest.mark.real
+
+HOSTILE = [
+    "new\nline.txt",
+    "tab\there.txt",
+    "-starts-with-dash",
+    " leading and trailing space ",
+    "glob*chars?[x]{y}.txt",
+    "back\\slash.txt",
+    "n" * 143,  # the longest name whose encrypted form fits in 255 characters
+    "é" * 71 + "x",  # 143 bytes in 72 characters
+]
+
+
+def test_hostile_names_round_trip_exactly(lab, tmp_path: Path) -> None:
+    folder = lab.data / "glob[dir]*"
+    folder.mkdir()
+    for n, name in enumerate(HOSTILE):
+        (lab.data / name).write_text(f"content {n}\n")
+        (folder / name).write_text(f"nested {n}\n")
+    ctx = context(lab.loaded, state_dir=lab.state)
+    record = run_backup(ctx).record
+    with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
+        expected, expected_attributes = tree(snap), attributes(snap)
+    assert set(HOSTILE) <= set(expected)
+
+    latest = tmp_path / "latest"
+    restore(ctx, KEY, latest)
+    assert tree(latest) == expected and attributes(latest) == expected_attributes
+    at = tmp_path / "at"
+    assert restore(ctx, KEY, at, at=record.start + timedelta(seconds=1)).as_of == record.id
+    assert tree(at) == expected
+    part = tmp_path / "part"
+    restore(ctx, KEY, part, subpath="glob[dir]*")
+    assert tree(part) == {k: v for k, v in expected.items() if k.startswith("glob[dir]*/")}
+    assert drill(ctx, full=True).result == "success"
+
+
+def test_names_the_crypt_cannot_carry_fail_the_run_naming_them(lab) -> None:
+    composed, decomposed = unicodedata.normalize("NFC", "café.txt"), unicodedata.normalize("NFD", "café.txt")
+    (lab.data / composed).write_text("composed")
+    (lab.data / decomposed).write_text("decomposed")
+    (lab.data / ("L" * 144)).write_text("one byte too long")
+    ctx = context(lab.loaded, state_dir=lab.state)
+    with pytest.raises(BackupError) as failed:
+        run_backup(ctx)
+    message = str(failed.value)
+    assert f"names differing only in Unicode normalisation: {composed}, {decomposed}" in message or (
+        f"names differing only in Unicode normalisation: {decomposed}, {composed}" in message
+    )
+    assert f"name too long for the crypt (144 bytes, at most 143): {'L' * 144}" in message
+    assert not [p for p in lab.remote.rglob("*") if p.is_file()]  # nothing uploaded

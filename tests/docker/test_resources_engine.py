@@ -1,0 +1,150 @@
+"""Issue 20's proofs on the real engine, with the faithful stand-ins:
+- `docker inspect` of every service shows the memory limit, reservation, pids limit, CPU weight, dropped
+  capabilities, read-only root and tmpfs mounts the catalog declares (read from compose/*.yaml here, not
+  through homelab), and the services turned healthy with them;
+- a stand-in that grows past its memory limit is OOM-killed and restarted by its policy while the others
+  stay healthy throughout;
+- a stand-in that forks without end stops at its pids limit while the others stay healthy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from dockerlab import free_port, make_deployment, remove_homelab_resources, wait_for
+from standins import docker
+
+pytestmark = pytest.mark.docker
+
+CATALOG = Path(__file__).resolve().parents[2] / "compose"
+HOG_LIMIT = "64m"  # the runaway's limit in this test: small, so the host never feels it
+FORK_LIMIT = 64
+
+
+def _bytes(size: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([kmg])", size.lower()).groups()  # type: ignore[union-attr]
+    return int(number) * 1024 ** (1 + "kmg".index(unit))
+
+
+def _declared() -> dict[str, dict]:
+    """service -> its `resources` and `cap_drop` as compose/*.yaml states them."""
+    out = {}
+    for path in CATALOG.glob("*.yaml"):
+        for name, spec in (yaml.safe_load(path.read_text()).get("services") or {}).items():
+            out[name] = {
+                "resources": spec["resources"],
+                "cap_drop": spec.get("cap_drop"),
+                "read_only": spec.get("read_only", False),
+                "tmpfs": spec.get("tmpfs", []),
+            }
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab(world, tmp_path_factory):  # type: ignore[no-untyped-def]
+    apps = {
+        "rstudio": {"resources": {"memory": HOG_LIMIT}},
+        "gitea": {"ssh_port": free_port(), "resources": {"pids": FORK_LIMIT}},
+    }
+    deployment = make_deployment(tmp_path_factory.mktemp("resources"), world, apps)
+    deployment.up("--timeout", "120")
+    yield deployment
+    remove_homelab_resources()
+
+
+def _state(name: str) -> dict:
+    return json.loads(docker("inspect", name).stdout)[0]["State"]
+
+
+def _others_healthy(lab, skip: str) -> None:  # type: ignore[no-untyped-def]
+    for service, container in lab.containers().items():
+        if service != skip and container["Config"].get("Healthcheck"):
+            assert container["State"]["Health"]["Status"] == "healthy", f"{service} left healthy"
+
+
+def test_inspect_shows_the_declared_limits_and_capabilities(lab) -> None:  # type: ignore[no-untyped-def]
+    declared = _declared()
+    overrides = {"rstudio": {"memory": HOG_LIMIT, "reservation": HOG_LIMIT}, "gitea": {"pids": FORK_LIMIT}}
+    containers = lab.containers()
+    assert set(containers) == {"traefik", "socket-proxy", "gitea", "rstudio"}
+    for service, container in containers.items():
+        want = {**declared[service]["resources"], **overrides.get(service, {})}
+        host = container["HostConfig"]
+        assert host["Memory"] == _bytes(want["memory"]), service
+        assert host["MemoryReservation"] == _bytes(want["reservation"]), service
+        assert host["PidsLimit"] == want["pids"], service
+        assert host["CpuShares"] == want["cpu_weight"], service
+        assert (host["CapDrop"] or None) == declared[service]["cap_drop"], service
+        assert host["ReadonlyRootfs"] == declared[service]["read_only"], service
+        assert sorted(host.get("Tmpfs") or {}) == sorted(declared[service]["tmpfs"]), service
+        assert "no-new-privileges:true" in host["SecurityOpt"]
+        assert container["State"]["Health"]["Status"] == "healthy", service
+
+
+def test_a_runaway_is_oom_killed_and_restarted_while_the_others_stay_healthy(lab) -> None:  # type: ignore[no-untyped-def]
+    name = "homelab-dev-rstudio-1"
+    restarts = json.loads(docker("inspect", name).stdout)[0]["RestartCount"]
+    since = str(int(time.time()) - 1)
+    docker("exec", name, "/.standin/busybox", "touch", "/tmp/standin-hog")
+
+    def restarted_and_healthy() -> bool:
+        _others_healthy(lab, skip="rstudio")
+        data = json.loads(docker("inspect", name).stdout)[0]
+        return data["RestartCount"] > restarts and data["State"]["Health"]["Status"] == "healthy"
+
+    wait_for(restarted_and_healthy, 120, "rstudio OOM-killed, restarted and healthy again", interval=0.5)
+    events = docker(
+        "events",
+        "--since",
+        since,
+        "--until",
+        str(int(time.time()) + 1),
+        "--filter",
+        f"container={name}",
+        "--filter",
+        "event=oom",
+        "--format",
+        "{{.Action}}",
+    ).stdout.split()
+    assert "oom" in events, events
+    _others_healthy(lab, skip="")
+
+
+def test_a_fork_bomb_stops_at_the_pids_limit(lab) -> None:  # type: ignore[no-untyped-def]
+    name = "homelab-dev-gitea-1"
+    # every process forks a child and waits for it, forever: the tree stays at the limit (the stand-in's
+    # main process forks nothing more, so the container stays up, like an app whose children fail)
+    bomb = docker("exec", "-d", name, "/.standin/sh", "-c", "b() { while :; do b & wait; done; }; b", check=False)
+    assert bomb.returncode == 0, bomb.stderr
+
+    def at_limit() -> bool:
+        _others_healthy(lab, skip="gitea")
+        pids = int(docker("stats", "--no-stream", "--format", "{{.PIDs}}", name).stdout.strip() or 0)
+        assert pids <= FORK_LIMIT
+        return pids >= FORK_LIMIT - 2
+
+    wait_for(at_limit, 120, f"gitea's processes to reach its pids limit {FORK_LIMIT}", interval=0.5)
+    _others_healthy(lab, skip="gitea")
+    docker("restart", "-t", "1", name)  # ends the bomb; the service comes back on its own
+    wait_for(lambda: _state(name).get("Health", {}).get("Status") == "healthy", 120, "gitea after the restart")
+
+
+def test_a_standin_that_needs_a_dropped_capability_fails(images) -> None:  # type: ignore[no-untyped-def]
+    """Why nextcloud keeps its capabilities: as root its entrypoint hands /var/www/html to www-data
+    (CAP_CHOWN). With all capabilities dropped the stand-in cannot, and never serves its health path."""
+    env = ["-e", "NEXTCLOUD_ADMIN_USER=admin", "-e", "NEXTCLOUD_ADMIN_PASSWORD=example", "-e", "POSTGRES_HOST=db"]
+    dropped = docker("run", "--rm", "--cap-drop", "ALL", *env, images["nextcloud"], check=False, timeout=60)
+    assert dropped.returncode != 0 and "cannot chown /var/www/html" in dropped.stderr, dropped
+    name = f"homelab-test-caps-{uuid.uuid4().hex[:8]}"
+    docker("run", "-d", "--name", name, *env, images["nextcloud"])
+    try:
+        probe = ["exec", name, "curl", "-fsS", "-o", "/dev/null", "http://localhost/status.php"]
+        wait_for(lambda: docker(*probe, check=False).returncode == 0, 60, "nextcloud with its capabilities")
+    finally:
+        docker("rm", "-f", name, check=False)

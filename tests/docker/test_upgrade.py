@@ -1,0 +1,142 @@
+"""Upgrades on the real engine and real ZFS (zfs-fuse): v1 -> v2-bad is rolled back on its own with the
+data byte-identical; v1 -> v2-good upgrades, and `rollback` by hand returns to v1 and v1's data.
+
+Stand-ins (tiny busybox images built here): every version keeps a data file in /data, its dataset.
+v1 writes `format-1`; both v2 rewrite it to `format-2` on start; v2-good's healthcheck then passes,
+v2-bad's never does. The stack is built by hand (one service, one dataset) and goes through
+apply.converge / apply.apply / homelab.upgrade as `homelab up` does, with the real drivers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import standins
+import yaml
+from dockerlab import remove_homelab_resources
+
+from homelab import apply, upgrade
+from homelab.layout import COMPOSE_FILE
+from homelab.ownership import write_owned
+from homelab.plan import Dataset, Mount, Plan, Service, Stack
+from homelab.runtime.docker import Docker
+from homelab.runtime.zfs import ZfsCli
+from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.docker, pytest.mark.real]
+
+STACK = "upgtest"
+REPO = f"{standins.PREFIX}/upgrade"
+RUN = "trap 'exit 0' TERM\nwhile :; do sleep 1; done\n"
+SCRIPTS = {
+    "v1": (
+        "[ -f /data/db ] || printf 'format-1\\nrecord a\\nrecord b\\n' > /data/db\n",
+        "grep -q '^format-1' /data/db",
+    ),
+    "v2-good": ("sed -i 's/^format-1/format-2/' /data/db\necho migrated >> /data/db\n", "grep -q '^format-2' /data/db"),
+    "v2-bad": ("sed -i 's/^format-1/format-2/' /data/db\necho migrated >> /data/db\n", "exit 1"),
+}
+
+
+@pytest.fixture(scope="module")
+def versions(engine, zfs_daemon, tmp_path_factory) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
+    # both machine locks, always the engine's first (the one order, so two sessions never deadlock)
+    work = tmp_path_factory.mktemp("upgrade-images")
+    tags = {}
+    for version, (start, health) in SCRIPTS.items():
+        root = standins.Rootfs(work / f"{version}.tar")
+        root.busybox()
+        root.file("entry", data=f"#!/bin/sh\nset -e\n{start}{RUN}".encode())
+        root.file("health", data=f"#!/bin/sh\n{health}\n".encode())
+        tags[version] = root.import_as(f"{REPO}:{version}", 'ENTRYPOINT ["/entry"]')
+    yield tags
+    remove_homelab_resources()
+
+
+@pytest.fixture
+def box(engine, versions, make_pool, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HOMELAB_COMPOSE", engine["HOMELAB_COMPOSE"])
+    pool = make_pool("128M")
+    dataset = f"{pool}/app"
+    subprocess.run(["zfs", "create", dataset], check=True, capture_output=True)
+    mountpoint = subprocess.run(
+        ["zfs", "get", "-H", "-o", "value", "mountpoint", dataset], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    yield Box(tmp_path / "stacks", dataset, Path(mountpoint), versions)
+    remove_homelab_resources()
+
+
+class Box:
+    def __init__(self, out: Path, dataset: str, data: Path, versions: dict[str, str]) -> None:
+        self.out, self.dataset, self.data, self.versions = out, dataset, data, versions
+        self.docker, self.zfs = Docker(), ZfsCli()
+        self.said: list[str] = []
+
+    def plan(self, version: str) -> Plan:
+        service = Service(name="app", image=self.versions[version], mounts=[Mount(str(self.data), "/data", False)])
+        stack = Stack(STACK, services={"app": service})
+        dataset = Dataset(STACK, "data", self.dataset, str(self.data), {}, 0, 0, False, "test data")
+        return Plan(None, None, {STACK: stack}, [], [], [dataset], {})  # type: ignore[arg-type]
+
+    def up(self, version: str) -> None:
+        """What `homelab up` does: keep the previous compose.yaml, write the new one, converge, apply."""
+        previous = upgrade.read_composes(self.out)
+        compose = {
+            "services": {
+                "app": {
+                    "image": self.versions[version],
+                    "volumes": [f"{self.data}:/data"],
+                    "healthcheck": {"test": ["CMD", "/health"], "interval": "1s", "timeout": "5s", "retries": 3},
+                }
+            }
+        }
+        (self.out / STACK).mkdir(parents=True, exist_ok=True)
+        write_owned(self.out, {f"{STACK}/{COMPOSE_FILE}": yaml.safe_dump(compose).encode()})
+        plan = self.plan(version)
+        convergence = apply.converge(
+            plan,
+            self.out,
+            self.docker,
+            [STACK],
+            changed_files=[f"{STACK}/{COMPOSE_FILE}"],
+            include_removed_stacks=False,
+        )
+        guard = upgrade.guard_for(
+            convergence, plan, self.out, self.docker, previous, True, 60, self.said.append, zfs=self.zfs
+        )
+        apply.apply(convergence, plan, self.docker, timeout=60, progress=self.said.append, zfs=self.zfs, guard=guard)
+
+    def running(self) -> tuple[str, str | None]:
+        (container,) = self.docker.containers([f"homelab-{STACK}"])
+        return container.image, container.health
+
+
+def test_a_bad_upgrade_rolls_back_to_v1_with_byte_identical_data(box: Box) -> None:
+    box.up("v1")
+    before = (box.data / "db").read_bytes()
+    assert before.startswith(b"format-1")
+    with pytest.raises(upgrade.RolledBack) as caught:
+        box.up("v2-bad")
+    assert "rolled back" in str(caught.value)
+    assert box.running() == (box.versions["v1"], "healthy")
+    assert (box.data / "db").read_bytes() == before
+    (record,) = upgrade.list_records(box.out)
+    assert record.state == "rolled-back" and record.snapshot
+    assert (box.out / upgrade.RECORDS_DIR / record.folder_name / "app.log").is_file()
+    assert record.snapshot in box.zfs.snapshots(box.dataset)
+
+
+def test_a_good_upgrade_stays_and_rollback_by_hand_returns_to_v1_and_its_data(box: Box) -> None:
+    box.up("v1")
+    before = (box.data / "db").read_bytes()
+    box.up("v2-good")
+    assert box.running() == (box.versions["v2-good"], "healthy")
+    assert (box.data / "db").read_bytes().startswith(b"format-2")
+    (record,) = upgrade.list_records(box.out)
+    assert record.state == "upgraded" and record.snapshot in box.zfs.snapshots(box.dataset)
+    upgrade.rollback(box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append)
+    assert box.running() == (box.versions["v1"], "healthy")
+    assert (box.data / "db").read_bytes() == before

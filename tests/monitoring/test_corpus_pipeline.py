@@ -1,0 +1,360 @@
+"""Issue 12's proof: BMCs simulated from published listings, discovered, rendered and collected.
+
+For each board below, an ipmi_sim BMC is built from the listing itself (tests/monitoring/corpus_bmc.py,
+its own reader of the listing's text). Then, as a user would: `discover` (real ipmitool over RMCP+)
+writes the inventory; the stack is rendered from it; one collectd per board (the rendered collectd.conf,
+its BMC part and heartbeat) sends to one carbon-cache; graphite-web answers the dashboards' and alert
+rules' queries; the alert rules are evaluated with Grafana's semantics (tests/monitoring/grafana_eval.py).
+One pipeline for every board keeps the suite's time modest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from homelab.config.loader import load
+from homelab.discover import bmc_reader, discover_into
+from homelab.layout import COLLECTD_IPMI_SECRET as IPMI_SECRET
+from homelab.metrics import Catalog, catalog_for
+from homelab.plan import build_plan
+from homelab.render import Rendering, render_all
+from homelab.render.collectd import collectd_conf
+from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, find_program, missing, write_secret
+from tests.monitoring import corpus_bmc, grafana_eval
+from tests.monitoring import e2e_support as e2e
+
+pytestmark = pytest.mark.real
+
+CORPUS = Path(__file__).parent.parent / "fixtures" / "sdr-corpus"
+INTERVAL = 5
+# board (its collectd host name) -> the listings it is built from (thresholds from the `sensor` one)
+BOARDS = {
+    "dell-r720": ["dell-poweredge-r720-ipmitool-sdr-type-temp-fan.txt"],  # two sensors named "Temp"
+    "hpe-dl360-gen9": [  # fans in percent, power, upper thresholds only
+        "hpe-proliant-dl360-gen9-ipmitool-sdr-elist.txt",
+        "hpe-proliant-dl360-gen9-ipmitool-sensor.txt",
+    ],
+    "x8dtu-f": ["supermicro-x8dtu-f-ipmitool-sensor.txt"],  # -12V, six thresholds, no entity ids
+    "c2750d4i": ["asrock-c2750d4i-ipmi-sensors.txt"],  # FreeIPMI listing, absent fans, no thresholds
+}
+GONE = ("dell-r720", "Fan6")  # discovered, then missing from the BMC when collection starts
+
+
+@dataclass
+class Board:
+    name: str
+    rows: list[corpus_bmc.Row]
+    bmc: corpus_bmc.CorpusBmc
+    catalog: Catalog
+    rendering: Rendering
+    config: Path
+
+    def rules(self) -> list[dict[str, Any]]:
+        rules = yaml.safe_load(self.rendering.files["monitoring/grafana/provisioning/alerting/rules.yaml"])
+        return [r for g in rules["groups"] for r in g["rules"] if ".ipmi." in r["data"][0]["model"]["target"]]
+
+    def targets(self) -> list[str]:
+        found = []
+        for name, content in self.rendering.files.items():
+            if name.startswith("monitoring/grafana/dashboards/"):
+                found += [t["target"] for p in json.loads(content)["panels"] for t in p.get("targets", [])]
+        return [t for t in found if ".ipmi." in t]
+
+
+@dataclass
+class Pipeline:
+    boards: dict[str, Board]
+    web: e2e.GraphiteWeb
+    collectds: list[e2e.Collectd]
+    carbon: e2e.Carbon
+    started: float = dataclasses.field(default_factory=time.time)
+
+    def render(self, target: str, seconds: int) -> list[dict[str, Any]]:
+        return self.web.render(target, f"-{seconds}s")
+
+
+def _addresses(count: int) -> list[str]:
+    """Loopback addresses where UDP 623 is free (collectd's ipmi plugin only talks to port 623)."""
+    found = []
+    for last in range(1, 250):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((f"127.0.0.{last}", e2e.IPMI_PORT))
+            except OSError:
+                continue
+        found.append(f"127.0.0.{last}")
+        if len(found) == count:
+            return found
+    raise RuntimeError("not enough loopback addresses with UDP 623 free")
+
+
+def _project(base: Path, name: str, address: str) -> Path:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["server"]["hostname"] = name
+    raw["monitoring"]["interval"] = INTERVAL
+    raw["monitoring"]["ipmi"] = {
+        "mode": "lan", "address": address, "username": e2e.BMC_USER, "password_file": "secrets/bmc",
+        "cipher_suite": 3,  # ipmi_sim does not answer ipmitool's cipher suite query: skip its 10 s timeout
+    }  # fmt: skip
+    raw["monitoring"]["inventory"] = "inventory.yaml"
+    project = base / name
+    project.mkdir(parents=True)
+    (project / "homelab.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    for secret in EXAMPLE_SECRETS:
+        write_secret(project / "secrets" / secret, f"example-{secret}")
+    write_secret(project / "secrets" / "bmc", e2e.BMC_PASSWORD)
+    return project / "homelab.yaml"
+
+
+def _wait_answering(bmc: corpus_bmc.CorpusBmc, ipmitool: str) -> None:
+    def answers() -> bool:
+        bmc.process.check_alive()
+        argv = [ipmitool, "-I", "lanplus", "-H", bmc.address, "-p", "623", "-U", e2e.BMC_USER, "-P", e2e.BMC_PASSWORD,
+                "-C", "3", "-N", "1", "-R", "1", "sdr", "list"]  # fmt: skip
+        import subprocess
+
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
+        return done.returncode == 0 and bmc.sensors[0].row.name in done.stdout
+
+    e2e.wait_until(answers, 30, f"ipmi_sim {bmc.name} did not answer", step=0.5)
+
+
+def _bmc_only(catalog: Catalog) -> Catalog:
+    """The board's BMC sensors and the heartbeat: the other plugins are the example's (proven by
+    test_end_to_end.py) and would only cost time here."""
+    keep = ("ipmi", "uptime")
+    return dataclasses.replace(
+        catalog,
+        plugins=tuple(p for p in catalog.plugins if p.name in keep),
+        series=tuple(s for s in catalog.series if s.plugin in keep),
+    )
+
+
+def _start_board(name: str, address: str, base: Path, shared: Path, programs: dict[str, str], started: list[Any],
+                 carbon: e2e.Carbon) -> tuple[Board, e2e.Collectd]:  # fmt: skip
+    rows = corpus_bmc.board(*(CORPUS / f for f in BOARDS[name]))
+    bmc = corpus_bmc.CorpusBmc(name, rows, base / "bmc" / name, address, programs)
+    started.append(bmc)
+    _wait_answering(bmc, programs["ipmitool"])
+    config = _project(base / "projects", name, address)
+    loaded = load(config)
+    discover_into(loaded, bmc_reader(loaded), None)  # `homelab monitor discover`, real ipmitool
+    if name == GONE[0]:  # the BMC loses a sensor after discovery
+        bmc.stop()
+        started.remove(bmc)
+        rows = [r for r in rows if r.name != GONE[1]]
+        bmc = corpus_bmc.CorpusBmc(name, rows, base / "bmc" / f"{name}-after", address, programs)
+        started.append(bmc)
+        _wait_answering(bmc, programs["ipmitool"])
+    plan = build_plan(load(config))
+    rendering = render_all(
+        plan, {f"secrets/{s}": f"example-{s}" for s in (*EXAMPLE_SECRETS, "bmc")} | {"secrets/bmc": e2e.BMC_PASSWORD}
+    )
+    catalog = catalog_for(plan)
+    include = shared / f"ipmi-{name}.conf"
+    include.write_bytes(rendering.secret_files[IPMI_SECRET])
+    include.chmod(0o600)
+    conf = base / f"collectd-{name}.conf"
+    conf.write_text(
+        collectd_conf(_bmc_only(catalog), carbon_port=carbon.line_port, socket=str(shared / f"{name}.sock"),
+                      ipmi_include=str(include))
+    )  # fmt: skip
+    collectd = e2e.Collectd(programs["collectd"], conf, base / f"collectd-{name}.log")
+    started.append(collectd)
+    return Board(name, rows, bmc, catalog, rendering, config), collectd
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    if os.geteuid() != 0:
+        missing("root (collectd's ipmi plugin only talks to UDP port 623)")
+    names = ("ipmi_sim", "sdrcomp", "ipmitool", "collectd", "carbon-cache")
+    programs = {n: find_program(n) or missing(f"program {n!r}") or "" for n in names}
+    try:
+        import graphite  # type: ignore[import-untyped]  # noqa: F401
+        import whisper  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError as exc:
+        missing(f"python package {exc.name!r} (scripts/pip/monitoring.txt)")
+    base = tmp_path_factory.mktemp("corpus-pipeline")
+    shared = Path(tempfile.mkdtemp(prefix="homelab-corpus-"))
+    started: list[Any] = []
+    try:
+        first = next(iter(BOARDS))
+        rendered = render_all(build_plan(load(_project(base / "first", first, "127.0.0.1"))),
+                              {f"secrets/{s}": "x" for s in (*EXAMPLE_SECRETS, "bmc")})  # fmt: skip
+        files = ("carbon.conf", "storage-schemas.conf", "storage-aggregation.conf")
+        texts = [rendered.files[f"monitoring/graphite/{f}"].decode() for f in files]
+        carbon = e2e.Carbon(programs["carbon-cache"], base / "graphite", *texts)
+        web = e2e.GraphiteWeb(base / "web", carbon.storage, carbon.query_port)
+        started += [web, carbon]
+        carbon.launch()
+        carbon.wait_listening()
+        boards, collectds = {}, []
+        t0 = time.monotonic()
+        for name, address in zip(BOARDS, _addresses(len(BOARDS)), strict=True):
+            board, collectd = _start_board(name, address, base, shared, programs, started, carbon)
+            boards[name] = board
+            collectds.append(collectd)
+            print(f"[corpus {time.monotonic() - t0:5.1f}s] {name}: simulated, discovered, collecting")
+        web.wait_ready()
+        print(f"[corpus {time.monotonic() - t0:5.1f}s] graphite-web up")
+        yield Pipeline(boards, web, collectds, carbon)
+    finally:
+        for component in reversed(started):
+            component.stop()
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _with_data(pipe: Pipeline, targets: list[str]) -> set[str]:
+    answers = pipe.web.render_many(targets, f"-{12 * INTERVAL}s")
+    return {t for t, found in answers.items() if found}
+
+
+def test_every_sensor_with_a_reading_is_on_a_dashboard_with_data(pipeline: Pipeline) -> None:
+    """Each row of each listing that has a reading (but the one removed from the BMC) is drawn by a
+    dashboard target named after it, and that target returns data."""
+    expected: dict[str, list[str]] = {}
+    for board in pipeline.boards.values():
+        expected[board.name] = [r.name for r in board.rows]
+    missing_now: dict[str, list[str]] = {}
+
+    def all_there() -> bool:
+        missing_now.clear()
+        for board in pipeline.boards.values():
+            live = _with_data(pipeline, board.targets())
+            names = [t.rsplit(",'", 1)[1].rstrip("')") for t in live]
+            absent = [n for n in expected[board.name] if names.count(n) < expected[board.name].count(n)]
+            if absent:
+                missing_now[board.name] = absent
+        return not missing_now
+
+    try:
+        e2e.wait_until(all_there, 24 * INTERVAL, "sensors without data", step=2)
+    except TimeoutError:
+        pytest.fail(f"sensors of the listings without a dashboard target that returns data: {missing_now}")
+    counts = {name: len(rows) for name, rows in expected.items()}
+    print(f"sensors with data per board: {counts}")
+    assert counts["hpe-dl360-gen9"] == 24 + 14 + 4  # temperatures, fans (percent), power
+    assert counts["dell-r720"] == 4 + 5  # Fan6 removed
+    assert counts["x8dtu-f"] == 7 + 9 + 4 and counts["c2750d4i"] == 10 + 3 + 2
+
+
+def _state(pipe: Pipeline, board: str, uid: str) -> grafana_eval.Result:
+    rule = next(r for r in pipe.boards[board].rules() if r["uid"] == uid)
+    return grafana_eval.evaluate(rule, pipe.render)
+
+
+def _wait_state(pipe: Pipeline, board: str, uid: str, state: str) -> float:
+    start = time.monotonic()
+    e2e.wait_until(
+        lambda: _state(pipe, board, uid).state == state, 12 * INTERVAL, f"{board} {uid} never {state}", step=1
+    )
+    return time.monotonic() - start
+
+
+def test_every_bmc_rule_evaluates_to_a_number_and_only_the_gone_sensor_alerts(pipeline: Pipeline) -> None:
+    gone_board, gone = pipeline.boards[GONE[0]], GONE[1]
+    results: dict[str, grafana_eval.Result] = {}
+
+    def settled() -> bool:
+        results.clear()
+        for board in pipeline.boards.values():
+            for rule in board.rules():
+                results[f"{board.name}/{rule['uid']}"] = grafana_eval.evaluate(rule, pipeline.render)
+        return all(r.values for key, r in results.items() if f"/{gone.lower()}" not in key.replace("-", "/"))
+
+    e2e.wait_until(settled, 12 * INTERVAL, "rules without a value", step=2)
+    alerting = sorted(key for key, r in results.items() if r.state != "Normal")
+    gone_rules = sorted(f"{gone_board.name}/{r['uid']}" for r in gone_board.rules() if gone.lower() in r["uid"])
+    assert gone_rules and alerting == gone_rules, (alerting, gone_rules)
+    assert all(results[key].values == () for key in gone_rules)  # no series at all: NoData -> Alerting
+    print(f"{len(results)} BMC rules evaluated; alerting: {alerting}")
+
+
+def _drive(pipe: Pipeline, cases: list[tuple[str, str, str, float]]) -> None:
+    """Set each (board, sensor) to its value at once, then wait until each rule (uid) is Alerting."""
+    changed = []
+    try:
+        for board, name, uid, value in cases:
+            bmc = pipe.boards[board].bmc
+            sensor = bmc.sensor(name)
+            assert _state(pipe, board, uid).state == "Normal", (board, uid)
+            changed.append((bmc, sensor, bmc.set(sensor, value)))
+        for (board, name, uid, _value), (_bmc, _sensor, reported) in zip(cases, changed, strict=True):
+            took = _wait_state(pipe, board, uid, "Alerting")
+            print(f"{board} {name} at {reported:g}: {uid} Alerting after {took:.0f}s")
+    finally:
+        for bmc, sensor, _reported in changed:
+            bmc.set(sensor, sensor.row.reading)
+
+
+def test_a_fan_at_zero_fires_its_rule(pipeline: Pipeline) -> None:
+    # X8DTU-F: the BMC's lower critical (540 RPM); R720: no BMC threshold, the configured floor
+    _drive(pipeline, [("x8dtu-f", "Fan1", "fanspeed-fan1-low", 0), ("dell-r720", "Fan1", "fanspeed-fan1-low", 0)])
+
+
+def test_a_temperature_over_its_upper_critical_fires_its_rule(pipeline: Pipeline) -> None:
+    x8dtu = pipeline.boards["x8dtu-f"].bmc.sensor("System Temp").row.thresholds["uc"]
+    hpe = pipeline.boards["hpe-dl360-gen9"].bmc.sensor("02-CPU 1").row.thresholds["uc"]
+    assert (x8dtu, hpe) == (77.0, 70.0)  # as the listings print them
+    _drive(
+        pipeline,
+        [
+            ("x8dtu-f", "System Temp", "temperature-system-temp-high", x8dtu + 8),
+            ("hpe-dl360-gen9", "02-CPU 1", "temperature-02-cpu-1-high", hpe + 8),
+        ],
+    )
+
+
+def test_check_reports_the_sensor_that_left_the_bmc(pipeline: Pipeline) -> None:
+    from homelab.discover import check, inventory_path
+    from homelab.monitoring import inventory
+
+    board = pipeline.boards[GONE[0]]
+    loaded = load(board.config)
+    drift = check(bmc_reader(loaded), inventory.load(inventory_path(loaded)))
+    assert drift.missing == (GONE[1],) and drift.new == ()
+
+
+def test_carbon_stores_without_tagging(pipeline: Pipeline) -> None:
+    """ENABLE_TAGS = False: carbon no longer asks graphite-web's tag API about each new series (with the
+    default True it logs `[tagdb] Error tagging ...` for every one: seen with this carbon-cache)."""
+    assert pipeline.carbon.process is not None
+    log = pipeline.carbon.process.log()
+    assert pipeline.carbon.wsp_files() and "Error tagging" not in log and "[tagdb]" not in log
+
+
+def test_the_thermal_panels_of_a_corpus_board_draw(pipeline: Pipeline, tmp_path: Path) -> None:
+    """PNGs of the HPE board's thermal panels (graphite-web draws them from the dashboard targets);
+    HOMELAB_E2E_DOCS_IMG=docs/img keeps them for docs/monitoring.md."""
+    from homelab.monitoring_snapshot import PNG_MAGIC, panel_graphs, render_png
+
+    board = pipeline.boards["hpe-dl360-gen9"]
+    boards = {
+        name.removeprefix("monitoring/grafana/dashboards/").removesuffix(".json"): json.loads(content)
+        for name, content in board.rendering.files.items()
+        if name.startswith("monitoring/grafana/dashboards/")
+    }
+    graphs = [g for g in panel_graphs(boards, all_panels=True) if g.title in ("BMC temperatures", "Fan duty", "Power")]
+    assert [g.title for g in graphs] == ["BMC temperatures", "Fan duty", "Power"]
+    keep = os.environ.get("HOMELAB_E2E_DOCS_IMG")
+    for graph in graphs:
+        since = f"-{int(time.time() - pipeline.started) + 10}s"  # the whole run
+        png = render_png(pipeline.web.url, graph, since, "now", 900, 320)
+        assert png.startswith(PNG_MAGIC) and len(png) > 5000, graph.title
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / f"corpus-hpe-dl360-gen9--{graph.file_name.split('--')[1]}").write_bytes(png)

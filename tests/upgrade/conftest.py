@@ -1,0 +1,1 @@
+from tests.unit.conftest import deployment  # noqa: F401 - fixture
