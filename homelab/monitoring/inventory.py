@@ -10,6 +10,7 @@ BMC's sensor name to the key, using the entity only to tell same-named sensors a
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -18,7 +19,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from homelab.config.loader import LoadedConfig
+    from homelab.config.models import SensorOverride
 from homelab.monitoring.listing import Sensor
 
 VERSION: Literal[1] = 1
@@ -162,9 +166,62 @@ def watched_disks(configured: list[str] | None, inventory: Inventory | None, pro
     return list(configured or (inventory.disks if inventory else None) or profile_disks)
 
 
+def with_overrides(inventory: Inventory, overrides: Mapping[str, SensorOverride]) -> tuple[Inventory, dict[str, str]]:
+    """The inventory with homelab.yaml's `monitoring.sensors` applied, and a problem per override that
+    names no sensor (or a name several sensors share). An override is found by key, else by name."""
+    problems: dict[str, str] = {}
+    changes: dict[str, SensorOverride] = {}
+    for ref, override in overrides.items():
+        matches = [e for e in inventory.bmc if e.key == ref] or [e for e in inventory.bmc if e.name == ref]
+        if not matches:
+            near = difflib.get_close_matches(ref, [e.name for e in inventory.bmc], n=3)
+            hint = f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
+            problems[ref] = f"no sensor of the inventory is named or keyed so{hint}"
+        elif len(matches) > 1:
+            keys = ", ".join(e.key for e in matches)
+            problems[ref] = f"{len(matches)} sensors have this name: name one by its key ({keys})"
+        else:
+            changes[matches[0].key] = override
+    entries = []
+    for entry in inventory.bmc:
+        change = changes.get(entry.key)
+        if change:
+            limits = {k: v for k, v in change.thresholds.model_dump().items() if v is not None}
+            entry = entry.model_copy(
+                update={
+                    "label": change.label or entry.label,
+                    "hide": entry.hide if change.hide is None else change.hide,
+                    "thresholds": entry.thresholds.model_copy(update=limits),
+                }
+            )
+        entries.append(entry)
+    return inventory.model_copy(update={"bmc": entries}), problems
+
+
 def of_config(loaded: LoadedConfig) -> Inventory | None:
-    """The inventory `monitoring.inventory` names, or None when unset or not written yet (the profile
-    stands in)."""
-    relative = loaded.config.monitoring.inventory
-    path = loaded.base_dir / relative if relative else None
-    return load(path) if path and path.exists() else None
+    """The inventory `monitoring.inventory` names with homelab.yaml's per-sensor changes, or None when
+    unset or not written yet (the profile stands in). A change naming no sensor is a config error."""
+    from homelab.config.loader import parse_model
+    from homelab.errors import ConfigError
+
+    monitoring = loaded.config.monitoring
+    path = loaded.base_dir / monitoring.inventory if monitoring.inventory else None
+    inventory = load(path) if path and path.exists() else None
+    if not monitoring.sensors:
+        return inventory
+    if inventory is None:
+        problems = {(): "changes discovered sensors, but no inventory has been written (set monitoring.inventory "
+                    "and run `homelab monitor discover`)"}  # fmt: skip
+    else:
+        inventory, found = with_overrides(inventory, monitoring.sensors)
+        problems = {(name,): why for name, why in found.items()}
+    if problems:
+        lines = parse_model(loaded.path, type(loaded.config), missing="")[1]  # only to point at the lines
+        raise ConfigError(
+            [
+                f"{loaded.path}:{lines.get(('monitoring', 'sensors', *at), 1)}: "
+                f"{'.'.join(('monitoring', 'sensors', *at))}: {why}"
+                for at, why in problems.items()
+            ]
+        )
+    return inventory
