@@ -252,7 +252,9 @@ class SensorLimits(Model):
     lower_critical: float | None = Field(None, description="Fans and voltages alert below this.")
     lower_non_critical: float | None = Field(None, description="Drawn on dashboards only.")
     upper_non_critical: float | None = Field(None, description="Drawn on dashboards only.")
-    upper_critical: float | None = Field(None, description="Temperatures, voltages, power and current alert above this.")
+    upper_critical: float | None = Field(
+        None, description="Temperatures, voltages, power and current alert above this."
+    )
 
 
 class SensorOverride(Model):

@@ -20,7 +20,7 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
-from homelab.monitoring.inventory import Inventory, watched_disks
+from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
 from homelab.profiles import Profile
 
 
@@ -73,9 +73,11 @@ class Builder:
         """SMART health and temperature, I/O."""
         inventory = self.inventory
         disks = watched_disks(self.config.monitoring.disks, inventory, self.profile.disks)
-        self.plugins.append(Plugin("smart", {"disks": disks}, needs_hardware=True))
+        smart = smart_disks(self.config.monitoring.disks, inventory, self.profile.disks)
+        if smart:  # with no Disk line at all collectd's smart plugin would read every disk
+            self.plugins.append(Plugin("smart", {"disks": smart}, needs_hardware=True))
         host = self.config.server.hostname
-        for disk in disks:
+        for disk in smart:
             self.add("smart", disk, "smart_temperature", "", "temperature", f"{disk} temperature")
             self.add("smart", disk, "smart_badsectors", "", "count", f"{disk} bad sectors")
             for attr_id, name in SMART_FAILURE_ATTRIBUTES.items():

@@ -73,7 +73,9 @@ class Inventory(_Model):
     bmc: list[BmcEntry] = []
     hwmon: list[HwmonEntry] = []
     disks: list[str] = []
+    no_smart: list[str] = Field(default=[], description="Disks smartctl found without SMART: I/O only.")
     nics: list[str] = []
+    pools: list[str] = Field(default=[], description="ZFS pools imported at discovery.")
 
     @model_validator(mode="after")
     def _unique_keys(self) -> Inventory:
@@ -166,6 +168,12 @@ def watched_disks(configured: list[str] | None, inventory: Inventory | None, pro
     return list(configured or (inventory.disks if inventory else None) or profile_disks)
 
 
+def smart_disks(configured: list[str] | None, inventory: Inventory | None, profile_disks: list[str]) -> list[str]:
+    """The watched disks collectd's smart plugin reads: all but those smartctl found without SMART."""
+    skip = set(inventory.no_smart) if inventory else set()
+    return [d for d in watched_disks(configured, inventory, profile_disks) if d not in skip]
+
+
 def with_overrides(inventory: Inventory, overrides: Mapping[str, SensorOverride]) -> tuple[Inventory, dict[str, str]]:
     """The inventory with homelab.yaml's `monitoring.sensors` applied, and a problem per override that
     names no sensor (or a name several sensors share). An override is found by key, else by name."""
@@ -209,6 +217,7 @@ def of_config(loaded: LoadedConfig) -> Inventory | None:
     inventory = load(path) if path and path.exists() else None
     if not monitoring.sensors:
         return inventory
+    problems: dict[tuple[str, ...], str]
     if inventory is None:
         problems = {(): "changes discovered sensors, but no inventory has been written (set monitoring.inventory "
                     "and run `homelab monitor discover`)"}  # fmt: skip
