@@ -54,6 +54,9 @@ class BmcEntry(_Model):
     hide: bool = False
     cpu: bool = Field(False, description="A CPU temperature (no data alerts, CPU panel).")
     thresholds: Limits = Field(default_factory=Limits)
+    states: int | None = Field(
+        None, ge=0, description="A discrete sensor's asserted states at discovery (its normal, on the status panel)."
+    )
 
     @property
     def shown(self) -> str:
@@ -87,7 +90,12 @@ class Inventory(_Model):
         return self
 
     def collected(self) -> list[BmcEntry]:
+        """The analog sensors collectd's ipmi plugin reads."""
         return [e for e in self.bmc if not e.hide and e.kind in COLLECTED]
+
+    def discrete(self) -> list[BmcEntry]:
+        """The discrete (state) sensors the bmc_states plugin reads: those the BMC gave states for."""
+        return [e for e in self.bmc if not e.hide and e.kind == "discrete" and e.states is not None]
 
 
 def slug(name: str) -> str:
@@ -123,8 +131,8 @@ def is_cpu(sensor: Sensor) -> bool:
 
 
 def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) -> Inventory:
-    """An inventory of what was found; sensors that had no reading, and those collectd cannot read
-    (discrete), are listed hidden."""
+    """An inventory of what was found; sensors that had no reading (analog) or no states (discrete) are
+    listed hidden."""
     entries = []
     for sensor, key in zip(sensors, _keys(sensors), strict=True):
         t = sensor.thresholds
@@ -135,7 +143,9 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
                 key=key,
                 kind=sensor.kind,
                 unit=sensor.unit,
-                hide=sensor.reading is None or sensor.kind not in COLLECTED,
+                hide=sensor.states is None
+                if sensor.kind == "discrete"
+                else (sensor.reading is None or sensor.kind not in COLLECTED),
                 cpu=is_cpu(sensor),
                 thresholds=Limits(
                     lower_critical=t.lower_critical,
@@ -143,6 +153,7 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
                     upper_non_critical=t.upper_non_critical,
                     upper_critical=t.upper_critical,
                 ),
+                states=sensor.states,
             )
         )
     return Inventory(bmc=entries, disks=disks or [])

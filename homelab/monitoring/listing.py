@@ -100,6 +100,9 @@ class Sensor:
     number: int | None = None  # sensor number from `sdr elist`
     state: str = ""  # discrete state text ("Fully Redundant", "0x0280")
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # a discrete sensor's asserted states as `ipmitool sensor` prints them in its status column
+    # ("0x0280": offsets 0-7, then 8-14), what the BMC's state panel compares with
+    states: int | None = None
 
     @property
     def entity_text(self) -> str:
@@ -203,7 +206,9 @@ def _parse_sensor(cells: list[str]) -> Sensor | None:
     kind: Kind = "discrete" if state else _kind_for(unit, cells[0], None)
     if value.lower() in NO_READING and not unit:
         kind = kind_from_name(cells[0]) or "other"
-    return Sensor(cells[0], kind, reading, unit, status, state=state, thresholds=Thresholds(*bounds).in_order())
+    states = int(status, 16) if kind == "discrete" and re.fullmatch(r"0x[0-9A-Fa-f]{1,4}", status) else None
+    thresholds = Thresholds(*bounds).in_order()
+    return Sensor(cells[0], kind, reading, unit, status, state=state, thresholds=thresholds, states=states)
 
 
 def _parse_freeipmi(cells: list[str]) -> Sensor | None:
@@ -279,6 +284,9 @@ def merge(sdr: Listing, sensor: Listing) -> tuple[Sensor, ...]:
         kind = row.kind if row.reading is not None or other.kind == "other" else other.kind
         reading = row.reading if row.reading is not None else other.reading
         merged.append(
-            replace(row, kind=kind, unit=row.unit or other.unit, reading=reading, thresholds=other.thresholds)
-        )
+            replace(
+                row, kind=kind, unit=row.unit or other.unit, reading=reading, thresholds=other.thresholds,
+                states=other.states,
+            )
+        )  # fmt: skip
     return tuple(merged)

@@ -49,6 +49,13 @@ BOARDS = {
     ],
     "x8dtu-f": ["supermicro-x8dtu-f-ipmitool-sensor.txt"],  # -12V, six thresholds, no entity ids
     "c2750d4i": ["asrock-c2750d4i-ipmi-sensors.txt"],  # FreeIPMI listing, absent fans, no thresholds
+    "esc8000a-e12": [  # AMI firmware: every entity instance .0, six thresholds on the rails
+        "asus-esc8000a-e12-ipmitool-sdr-elist.txt",
+        "asus-esc8000a-e12-ipmitool-sensor.txt",
+    ],
+    "sm-atom": ["supermicro-unnamed-atom-board-ipmitool-sdr-elist-full.txt"],  # `sdr elist full`
+    "hpe-dl360-gen10": ["hpe-proliant-dl360-gen10-ipmitool-sdr-elist-TRUNCATED.txt"],  # iLO 5
+    "dell-idrac6": ["dell-poweredge-unnamed-idrac6-ipmitool-sdr-elist-all-TRUNCATED.txt"],  # `sdr elist all`
 }
 GONE = ("dell-r720", "Fan6")  # discovered, then missing from the BMC when collection starts
 
