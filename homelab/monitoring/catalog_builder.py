@@ -54,6 +54,20 @@ class Builder:
             self.series.append(
                 Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits)
             )
+        discrete = inventory.discrete() if inventory else []
+        if discrete:
+            # collectd's ipmi plugin skips discrete sensors: homelab's python plugin reads their states
+            sensors = [(e.name, e.key) for e in discrete]
+            options: dict[str, object] = {
+                "mode": mode,
+                "cipher_suite": self.config.monitoring.ipmi.cipher_suite,
+                "sensors": sensors,
+            }
+            self.plugins.append(Plugin("python", options, needs_hardware=True))
+            for e in discrete:
+                self.series.append(
+                    Series(host, bmc.STATE_PLUGIN, "", "gauge", e.key, None, "state", e.shown, states=e.states)
+                )
 
     def host_sensors(self) -> None:
         """lm-sensors (the inventory's, else the profile's) and ACPI thermal zones."""

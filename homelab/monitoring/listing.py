@@ -269,7 +269,9 @@ def parse(text: str) -> Listing:
 
 def merge(sdr: Listing, sensor: Listing) -> tuple[Sensor, ...]:
     """`sdr elist` (entity ids, sensor numbers) joined with `ipmitool sensor` (units, thresholds): rows
-    are matched by name and, for names used several times, by their order in both listings."""
+    are matched by name and, for names used several times, by their order in both listings. Rows only
+    `ipmitool sensor` lists follow (`sdr elist full` leaves out compact records, where most BMCs keep
+    their discrete sensors)."""
     pending: dict[str, list[Sensor]] = {}
     for row in sensor.sensors:
         pending.setdefault(row.name, []).append(row)
@@ -289,4 +291,4 @@ def merge(sdr: Listing, sensor: Listing) -> tuple[Sensor, ...]:
                 states=other.states,
             )
         )  # fmt: skip
-    return tuple(merged)
+    return (*merged, *(row for rows in pending.values() for row in rows))

@@ -78,7 +78,7 @@ class Board:
         for name, content in self.rendering.files.items():
             if name.startswith("monitoring/grafana/dashboards/"):
                 found += [t["target"] for p in json.loads(content)["panels"] for t in p.get("targets", [])]
-        return [t for t in found if ".ipmi." in t]
+        return [t for t in found if ".ipmi." in t or ".bmc_state." in t]
 
 
 @dataclass
@@ -140,9 +140,9 @@ def _wait_answering(bmc: corpus_bmc.CorpusBmc, ipmitool: str) -> None:
 
 
 def _bmc_only(catalog: Catalog) -> Catalog:
-    """The board's BMC sensors and the heartbeat: the other plugins are the example's (proven by
-    test_end_to_end.py) and would only cost time here."""
-    keep = ("ipmi", "uptime")
+    """The board's BMC sensors (analog: ipmi; discrete: python) and the heartbeat: the other plugins are
+    the example's (proven by test_end_to_end.py) and would only cost time here."""
+    keep = ("ipmi", "python", "uptime")
     return dataclasses.replace(
         catalog,
         plugins=tuple(p for p in catalog.plugins if p.name in keep),
@@ -174,10 +174,11 @@ def _start_board(name: str, address: str, base: Path, shared: Path, programs: di
     include = shared / f"ipmi-{name}.conf"
     include.write_bytes(rendering.secret_files[IPMI_SECRET])
     include.chmod(0o600)
+    (shared / "bmc_states.py").write_bytes(rendering.files["monitoring/collectd/bmc_states.py"])
     conf = base / f"collectd-{name}.conf"
     conf.write_text(
         collectd_conf(_bmc_only(catalog), carbon_port=carbon.line_port, socket=str(shared / f"{name}.sock"),
-                      ipmi_include=str(include))
+                      ipmi_include=str(include), python_module_dir=str(shared))
     )  # fmt: skip
     collectd = e2e.Collectd(programs["collectd"], conf, base / f"collectd-{name}.log")
     started.append(collectd)
@@ -254,9 +255,10 @@ def test_every_sensor_with_a_reading_is_on_a_dashboard_with_data(pipeline: Pipel
         pytest.fail(f"sensors of the listings without a dashboard target that returns data: {missing_now}")
     counts = {name: len(rows) for name, rows in expected.items()}
     print(f"sensors with data per board: {counts}")
-    assert counts["hpe-dl360-gen9"] == 24 + 14 + 4  # temperatures, fans (percent), power
+    assert counts["hpe-dl360-gen9"] == 24 + 14 + 4 + 13  # temperatures, fans (percent), power, discrete
     assert counts["dell-r720"] == 4 + 5  # Fan6 removed
-    assert counts["x8dtu-f"] == 7 + 9 + 4 and counts["c2750d4i"] == 10 + 3 + 2
+    assert counts["x8dtu-f"] == 7 + 9 + 4 + 2  # the two CPU temperatures are discrete on this old BMC
+    assert counts["c2750d4i"] == 10 + 3 + 2 and counts["esc8000a-e12"] == 45 + 36
 
 
 def _state(pipe: Pipeline, board: str, uid: str) -> grafana_eval.Result:
@@ -324,6 +326,32 @@ def test_a_temperature_over_its_upper_critical_fires_its_rule(pipeline: Pipeline
             ("hpe-dl360-gen9", "02-CPU 1", "temperature-02-cpu-1-high", hpe + 8),
         ],
     )
+
+
+def _last_number(pipe: Pipeline, target: str) -> float | None:
+    answer = pipe.render(target, 6 * INTERVAL)
+    numbers = [v for v, _ts in answer[0]["datapoints"] if v is not None] if answer else []
+    return numbers[-1] if numbers else None
+
+
+def test_a_discrete_sensor_is_on_the_status_panel_and_its_change_shows(pipeline: Pipeline) -> None:
+    """HPE's `Fan 1 Presence` (a discrete row of the listing) is on the BMC status panel, which maps the
+    states `discover` saw to "as discovered"; the fan's states changing at the BMC reach that target."""
+    board = pipeline.boards["hpe-dl360-gen9"]
+    thermals = json.loads(board.rendering.files["monitoring/grafana/dashboards/thermals-fans.json"])
+    panel = next(p for p in thermals["panels"] if p["title"] == "BMC status (discrete sensors)")
+    assert panel["type"] == "stat"
+    target = next(t["target"] for t in panel["targets"] if t["target"].endswith(",'Fan 1 Presence')"))
+    override = next(o for o in panel["fieldConfig"]["overrides"] if o["matcher"]["options"] == "Fan 1 Presence")
+    [normal] = override["properties"][0]["value"][0]["options"]
+    assert int(normal) == 0x0200  # the listing's 0x0280, less the reserved bit ipmi_sim leaves clear
+    e2e.wait_until(lambda: _last_number(pipeline, target) == int(normal), 12 * INTERVAL, "no discovered state")
+    sensor = board.bmc.sensor("Fan 1 Presence")
+    board.bmc.set(sensor, 0x01)
+    try:
+        e2e.wait_until(lambda: _last_number(pipeline, target) == 0x0100, 12 * INTERVAL, "state change not seen")
+    finally:
+        board.bmc.set(sensor, sensor.row.states or 0)
 
 
 def test_check_reports_the_sensor_that_left_the_bmc(pipeline: Pipeline) -> None:
