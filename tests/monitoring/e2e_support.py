@@ -332,6 +332,7 @@ class Bmc:
                 ],
                 capture_output=True,
                 text=True,
+                errors="replace",
                 timeout=15,
                 check=False,
             )

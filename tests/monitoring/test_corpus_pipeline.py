@@ -133,7 +133,8 @@ def _wait_answering(bmc: corpus_bmc.CorpusBmc, ipmitool: str) -> None:
                 "-C", "3", "-N", "1", "-R", "1", "sdr", "list"]  # fmt: skip
         import subprocess
 
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=15,
+                              check=False)  # fmt: skip
         return done.returncode == 0 and bmc.sensors[0].row.name in done.stdout
 
     e2e.wait_until(answers, 30, f"ipmi_sim {bmc.name} did not answer", step=0.5)
@@ -266,12 +267,20 @@ def _state(pipe: Pipeline, board: str, uid: str) -> grafana_eval.Result:
     return grafana_eval.evaluate(rule, pipe.render)
 
 
-def _wait_state(pipe: Pipeline, board: str, uid: str, state: str) -> float:
-    start = time.monotonic()
-    e2e.wait_until(
-        lambda: _state(pipe, board, uid).state == state, 12 * INTERVAL, f"{board} {uid} never {state}", step=1
-    )
-    return time.monotonic() - start
+def _wait_pending(pipe: Pipeline, board: str, uid: str) -> float:
+    """Evaluate the rule tick by tick as Grafana's state manager would (grafana_eval.Instance) until its
+    condition holds: the instance is then Pending, since each sensor rule waits out its pending period
+    (`for`) before Alerting (tests/monitoring/test_grafana_eval.py shows the rest of that path)."""
+    rule = next(r for r in pipe.boards[board].rules() if r["uid"] == uid)
+    instance, start = grafana_eval.Instance(rule), time.monotonic()
+
+    def breached() -> bool:
+        return instance.step(grafana_eval.evaluate(rule, pipe.render), time.monotonic()) != "Normal"
+
+    e2e.wait_until(breached, 12 * INTERVAL, f"{board} {uid} never breached", step=1)
+    took = time.monotonic() - start
+    assert grafana_eval.seconds(rule["for"]) > took and instance.state == "Pending", (uid, rule["for"], took)
+    return took
 
 
 def test_every_bmc_rule_evaluates_to_a_number_and_only_the_gone_sensor_alerts(pipeline: Pipeline) -> None:
@@ -290,11 +299,15 @@ def test_every_bmc_rule_evaluates_to_a_number_and_only_the_gone_sensor_alerts(pi
     gone_rules = sorted(f"{gone_board.name}/{r['uid']}" for r in gone_board.rules() if gone.lower() in r["uid"])
     assert gone_rules and alerting == gone_rules, (alerting, gone_rules)
     assert all(results[key].values == () for key in gone_rules)  # no series at all: NoData -> Alerting
+    # its silent rule has no pending period: the instance alerts at the first tick, as Grafana's would
+    silent = next(r for r in gone_board.rules() if r["uid"] == f"silent-fanspeed-{gone.lower()}")
+    assert silent["for"] == "0s"
+    assert grafana_eval.Instance(silent).step(results[f"{gone_board.name}/{silent['uid']}"], 0) == "Alerting"
     print(f"{len(results)} BMC rules evaluated; alerting: {alerting}")
 
 
 def _drive(pipe: Pipeline, cases: list[tuple[str, str, str, float]]) -> None:
-    """Set each (board, sensor) to its value at once, then wait until each rule (uid) is Alerting."""
+    """Set each (board, sensor) to its value at once, then wait until each rule (uid) fires."""
     changed = []
     try:
         for board, name, uid, value in cases:
@@ -303,8 +316,8 @@ def _drive(pipe: Pipeline, cases: list[tuple[str, str, str, float]]) -> None:
             assert _state(pipe, board, uid).state == "Normal", (board, uid)
             changed.append((bmc, sensor, bmc.set(sensor, value)))
         for (board, name, uid, _value), (_bmc, _sensor, reported) in zip(cases, changed, strict=True):
-            took = _wait_state(pipe, board, uid, "Alerting")
-            print(f"{board} {name} at {reported:g}: {uid} Alerting after {took:.0f}s")
+            took = _wait_pending(pipe, board, uid)
+            print(f"{board} {name} at {reported:g}: {uid} Pending after {took:.0f}s")
     finally:
         for bmc, sensor, _reported in changed:
             bmc.set(sensor, sensor.row.reading)
