@@ -130,9 +130,10 @@ class Drift:
 def check(bmc: BmcReader, inventory: inv.Inventory, zfs: Zfs | None = None) -> Drift:
     """The BMC's sensors (and, given `zfs`, the imported pools) now against the inventory."""
     sensors, _ = read_bmc(bmc)
-    now = {(s.name, s.entity_text or None) for s in sensors if s.reading is not None}
+    now = {(s.name, s.entity_text or None) for s in sensors if s.reading is not None or s.states is not None}
     known = {(e.name, e.entity) for e in inventory.bmc}
-    missing = [e.name for e in inventory.collected() if (e.name, e.entity) not in now]
+    watched = inventory.collected() + inventory.discrete()
+    missing = [e.name for e in watched if (e.name, e.entity) not in now]
     new = [name for name, entity in sorted(now - known, key=str)]
     pools = pool_names(zfs)
     if pools is not None:

@@ -36,6 +36,13 @@ def test_discovery_keeps_the_states_of_discrete_sensors() -> None:
     assert all(not e.hide for e in found.discrete())
 
 
+def test_check_reports_a_discrete_sensor_gone() -> None:
+    found = disc.discover(hpe(), None).inventory
+    bmc = hpe()
+    bmc.sensor_text = "\n".join(line for line in bmc.sensor_text.splitlines() if not line.startswith("UID "))
+    assert disc.check(bmc, found).missing == ("UID",) and disc.check(hpe(), found).clean
+
+
 def test_states_of_the_configured_sensors_from_ipmitool_sensor() -> None:
     sensors = [("Fan 1 Presence", "fan_1_presence"), ("Power Supplies", "power_supplies"), ("02-CPU 1", "cpu")]
     found = dict(bmc_states.states(HPE_SENSOR, sensors))
