@@ -136,6 +136,10 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
     entries = []
     for sensor, key in zip(sensors, _keys(sensors), strict=True):
         t = sensor.thresholds
+        if sensor.kind == "discrete":
+            hidden = sensor.states is None
+        else:
+            hidden = sensor.reading is None or sensor.kind not in COLLECTED
         entries.append(
             BmcEntry(
                 name=sensor.name,
@@ -143,9 +147,7 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
                 key=key,
                 kind=sensor.kind,
                 unit=sensor.unit,
-                hide=sensor.states is None
-                if sensor.kind == "discrete"
-                else (sensor.reading is None or sensor.kind not in COLLECTED),
+                hide=hidden,
                 cpu=is_cpu(sensor),
                 thresholds=Limits(
                     lower_critical=t.lower_critical,

@@ -197,6 +197,12 @@ class SimSensor:
         )
 
 
+def docs_img(setting: str) -> Path:
+    """Where HOMELAB_E2E_DOCS_IMG points; a relative path is taken from the checkout (each test runs in
+    its own tmp_path: tests/conftest.py)."""
+    return Path(setting) if Path(setting).is_absolute() else Path(__file__).resolve().parents[2] / setting
+
+
 def decode_sdrcomp(output: bytes) -> dict[int, list[int]]:
     """sdrcomp prints each record as `N:d:<bytes>`, `\\xx` being a hex byte, anything else itself."""
     records: dict[int, list[int]] = {}

@@ -396,13 +396,14 @@ def test_the_thermal_panels_of_a_corpus_board_draw(pipeline: Pipeline, tmp_path:
         for name, content in board.rendering.files.items()
         if name.startswith("monitoring/grafana/dashboards/")
     }
-    graphs = [g for g in panel_graphs(boards, all_panels=True) if g.title in ("BMC temperatures", "Fan duty", "Power")]
-    assert [g.title for g in graphs] == ["BMC temperatures", "Fan duty", "Power"]
+    titles = ["BMC temperatures", "Fan duty", "Power"]
+    graphs = [g for g in panel_graphs(boards, all_panels=True) if g.title in titles]
+    assert [g.title for g in graphs] == titles
     keep = os.environ.get("HOMELAB_E2E_DOCS_IMG")
     for graph in graphs:
         since = f"-{int(time.time() - pipeline.started) + 10}s"  # the whole run
         png = render_png(pipeline.web.url, graph, since, "now", 900, 320)
         assert png.startswith(PNG_MAGIC) and len(png) > 5000, graph.title
         if keep:
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            (Path(keep) / f"corpus-hpe-dl360-gen9--{graph.file_name.split('--')[1]}").write_bytes(png)
+            e2e.docs_img(keep).mkdir(parents=True, exist_ok=True)
+            (e2e.docs_img(keep) / f"corpus-hpe-dl360-gen9--{graph.file_name.split('--')[1]}").write_bytes(png)
