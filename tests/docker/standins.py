@@ -11,6 +11,9 @@ What is real and what is a stand-in:
   STAND-IN generated from its image's facts (homelab/images/facts/*.yaml): only the programs the real
   image has (busybox applets or links to images/faithful/standin), its user, its entrypoint files, and an
   httpd that answers only the health path the real app serves (see faithful_image).
+- the NGINX edge (built by tests that bring it up, not here): REAL NGINX in an image of the very files
+  Debian's packages installed on this bookworm host (the ones the rendered Dockerfile's apt-get names),
+  and the REAL certbot (Debian's) in an image with certbot/certbot:v3.0.1's entrypoint contract.
 - the old all-programs stand-in (images/app/standin: curl, pg_isready, redis-cli... in every image) is
   still built, as `app`: the never-healthy SICK image and the proof that it hid the RStudio defect.
 
