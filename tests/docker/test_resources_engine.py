@@ -3,7 +3,7 @@
   capabilities, read-only root and tmpfs mounts the catalog declares (read from compose/*.yaml here, not
   through homelab), and the services turned healthy with them;
 - a stand-in that grows past its memory limit is OOM-killed and restarted by its policy while the others
-  stay healthy throughout;
+  stay healthy throughout, and `homelab status` (table and --json) shows the OOM kill and the restarts;
 - a stand-in that forks without end stops at its pids limit while the others stay healthy.
 """
 
@@ -114,6 +114,14 @@ def test_a_runaway_is_oom_killed_and_restarted_while_the_others_stay_healthy(lab
     ).stdout.split()
     assert "oom" in events, events
     _others_healthy(lab, skip="")
+    # `homelab status` reports it: the OOM kill, the restarts, the memory in use against the 64 MiB limit
+    rows = {r["service"]: r for r in json.loads(lab.homelab("status", "--json", check=False).stdout)["services"]}
+    rstudio = rows["rstudio"]
+    assert rstudio["oom_killed"] is True and rstudio["restarts"] > restarts, rstudio
+    assert rstudio["memory"].endswith(" MiB / 64 MiB"), rstudio
+    assert rows["gitea"]["oom_killed"] is False and rows["gitea"]["memory"].endswith(" / 1024 MiB"), rows["gitea"]
+    table = lab.homelab("status", check=False).stdout.splitlines()
+    assert any(line.startswith("dev/rstudio ") and line.endswith("(OOM-killed)") for line in table), table
 
 
 def test_a_fork_bomb_stops_at_the_pids_limit(lab) -> None:  # type: ignore[no-untyped-def]
