@@ -56,9 +56,8 @@ def plan(
     """Show the memory budget (reservations, limits, ZFS ARC cap against the profile's RAM), then what
     render would change: files new/changed/identical and the stacks affected."""
     from homelab.config.loader import load
-    from homelab.project import render_project
-
     from homelab.images.budget import budget
+    from homelab.project import render_project
 
     result = render_project(load(config), out, force=force, dry_run=True)
     box = budget(result.plan)

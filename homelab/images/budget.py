@@ -80,7 +80,6 @@ class Budget:
             "push the box into swap or the host's OOM killer"
         ]
 
-
     def summary(self) -> list[str]:
         """The budget as `plan` and `doctor` print it: the totals, then one line per service."""
         rows = [
@@ -88,7 +87,10 @@ class Budget:
             f"for apps; reservations {_gib(self.reserved)}; ZFS ARC cap {_gib(self.arc_max)}; limits "
             f"{_gib(self.limits)} ({self.overcommit:.2f}x, warning past {OVERCOMMIT_FACTOR}x)"
         ]
-        rows += [f"  {line.service:24} reserves {_mib(line.reservation):>9}  limit {_mib(line.limit):>9}" for line in self.lines]
+        rows += [
+            f"  {line.service:24} reserves {_mib(line.reservation):>9}  limit {_mib(line.limit):>9}"
+            for line in self.lines
+        ]
         return rows
 
     def as_json(self) -> dict[str, Any]:

@@ -64,11 +64,7 @@ class Container:
         labels = config.get("Labels") or {}
         health = state.get("Health") or None
         probes = (health or {}).get("Log") or []
-        ports = []
-        for container_port, bindings in sorted(((data.get("HostConfig") or {}).get("PortBindings") or {}).items()):
-            for binding in bindings or []:
-                host_ip = binding.get("HostIp") or "0.0.0.0"  # noqa: S104 - what docker means by ""
-                ports.append(f"{host_ip}:{binding.get('HostPort')}->{container_port}")
+        host = data.get("HostConfig") or {}
         return cls(
             id=data["Id"],
             name=data.get("Name", "").lstrip("/"),
@@ -85,11 +81,20 @@ class Container:
             started_at=state.get("StartedAt", ""),
             env=tuple(config.get("Env") or ()),
             mounts=tuple(data.get("Mounts") or ()),
-            ports=tuple(ports),
+            ports=_port_bindings(host),
             oom_killed=bool(state.get("OOMKilled")),
             restart_count=int(data.get("RestartCount") or 0),
-            memory_limit=int((data.get("HostConfig") or {}).get("Memory") or 0),
+            memory_limit=int(host.get("Memory") or 0),
         )
+
+
+def _port_bindings(host_config: dict[str, Any]) -> tuple[str, ...]:
+    ports = []
+    for container_port, bindings in sorted((host_config.get("PortBindings") or {}).items()):
+        for binding in bindings or []:
+            host_ip = binding.get("HostIp") or "0.0.0.0"  # noqa: S104 - what docker means by ""
+            ports.append(f"{host_ip}:{binding.get('HostPort')}->{container_port}")
+    return tuple(ports)
 
 
 class Engine(Protocol):
@@ -295,7 +300,9 @@ class Docker:
         if not running:
             return {}
         fmt = "{{.ID}} {{.MemUsage}}"
-        proc = process.run([self.docker, "stats", "--no-stream", "--no-trunc", "--format", fmt, *running], check=False, timeout=60)
+        proc = process.run(
+            [self.docker, "stats", "--no-stream", "--no-trunc", "--format", fmt, *running], check=False, timeout=60
+        )
         usage = {}
         for line in proc.stdout.splitlines():
             cid, _, used = line.partition(" ")

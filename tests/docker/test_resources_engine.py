@@ -20,6 +20,8 @@ import yaml
 from dockerlab import free_port, make_deployment, remove_homelab_resources, wait_for
 from standins import docker
 
+from homelab.images.facts import all_facts
+
 pytestmark = pytest.mark.docker
 
 CATALOG = Path(__file__).resolve().parents[2] / "compose"
@@ -40,6 +42,7 @@ def _declared() -> dict[str, dict]:
             out[name] = {
                 "resources": spec["resources"],
                 "cap_drop": spec.get("cap_drop"),
+                "cap_add": spec.get("cap_add", []),
                 "read_only": spec.get("read_only", False),
                 "tmpfs": spec.get("tmpfs", []),
             }
@@ -81,6 +84,7 @@ def test_inspect_shows_the_declared_limits_and_capabilities(lab) -> None:  # typ
         assert host["PidsLimit"] == want["pids"], service
         assert host["CpuShares"] == want["cpu_weight"], service
         assert (host["CapDrop"] or None) == declared[service]["cap_drop"], service
+        assert sorted(c.removeprefix("CAP_") for c in host["CapAdd"] or []) == sorted(declared[service]["cap_add"])
         assert host["ReadonlyRootfs"] == declared[service]["read_only"], service
         assert sorted(host.get("Tmpfs") or {}) == sorted(declared[service]["tmpfs"]), service
         assert "no-new-privileges:true" in host["SecurityOpt"]
@@ -154,5 +158,37 @@ def test_a_standin_that_needs_a_dropped_capability_fails(images) -> None:  # typ
     try:
         probe = ["exec", name, "curl", "-fsS", "-o", "/dev/null", "http://localhost/status.php"]
         wait_for(lambda: docker(*probe, check=False).returncode == 0, 60, "nextcloud with its capabilities")
+    finally:
+        docker("rm", "-f", name, check=False)
+
+
+# the images started as root whose capabilities are worked out (homelab/images/facts/*.yaml `capabilities`),
+# by the service the `images` fixture builds their stand-in for
+ROOT_IMAGES = {"db": "postgres:16.6-alpine", "redis": "redis:7.4.1-alpine", "nextcloud": "nextcloud:30.0.4-apache"}
+NEXTCLOUD_ENV = {"NEXTCLOUD_ADMIN_USER": "admin", "NEXTCLOUD_ADMIN_PASSWORD": "example", "POSTGRES_HOST": "db"}
+
+
+@pytest.mark.parametrize("service", sorted(ROOT_IMAGES))
+def test_a_root_image_runs_with_exactly_its_capabilities_and_not_one_less(images, service: str) -> None:  # type: ignore[no-untyped-def]
+    """cap_drop ALL + cap_add the facts' list: the stand-in (which does, as root, what the entrypoint does
+    with each capability) serves its health path; without any one of them it exits. NET_BIND_SERVICE is
+    not shown failing: Docker >= 20.10 lets any uid bind :80 in a container (ip_unprivileged_port_start)."""
+    facts = all_facts()[ROOT_IMAGES[service]]
+    caps = sorted(facts.capabilities or {})
+    env = [arg for key, value in NEXTCLOUD_ENV.items() for arg in ("-e", f"{key}={value}")]
+    for missing_cap in [c for c in caps if c != "NET_BIND_SERVICE"]:
+        adds = [arg for c in caps if c != missing_cap for arg in ("--cap-add", c)]
+        run = docker("run", "--rm", "--cap-drop", "ALL", *adds, *env, images[service], check=False, timeout=60)
+        assert run.returncode != 0, f"{service} ran without CAP_{missing_cap}: {run}"
+    name = f"homelab-test-caps-{uuid.uuid4().hex[:8]}"
+    adds = [arg for c in caps for arg in ("--cap-add", c)]
+    docker("run", "-d", "--name", name, "--cap-drop", "ALL", *adds, *env, images[service])
+    try:
+        health = facts.health
+        url = f"http://127.0.0.1:{health.port}{health.path or '/'}"  # type: ignore[union-attr]
+        probe = ["exec", name, "/.standin/busybox", "wget", "-q", "-O", "/dev/null", url]
+        wait_for(lambda: docker(*probe, check=False).returncode == 0, 60, f"{service} with exactly {caps}")
+        users = docker("exec", name, "/.standin/busybox", "ps", "-o", "user,args").stdout.splitlines()
+        assert any(line.split()[0] == "app" and "httpd" in line for line in users), users  # as gosu/su-exec do
     finally:
         docker("rm", "-f", name, check=False)

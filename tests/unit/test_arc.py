@@ -34,7 +34,9 @@ def test_the_cap_is_persisted_for_modprobe_and_set_live(tmp_path: Path, require_
         text=True,
         check=True,
     ).stdout
-    assert [line for line in shown.splitlines() if line.startswith("options zfs ")] == [f"options zfs zfs_arc_max={ARC}"]
+    assert [line for line in shown.splitlines() if line.startswith("options zfs ")] == [
+        f"options zfs zfs_arc_max={ARC}"
+    ]
     again = plan_arc(ARC, tmp_path)
     assert not again.changes and apply_arc(again, tmp_path) == [again.describe()]
     assert again.describe().startswith("ok ")

@@ -433,5 +433,12 @@ def test_memory_usage_from_docker_stats(programs: Programs) -> None:
     programs.on("docker", "stats", out="aaa 12.5MiB / 64MiB\nbbb 1.002GiB / 4GiB\nccc 0B / 0B\nddd -- / --\n")
     usage = Docker().memory_usage(["aaa", "bbb", "ccc", "ddd"])
     assert usage == {"aaa": int(12.5 * (1 << 20)), "bbb": int(1.002 * (1 << 30)), "ccc": 0}
-    assert programs.argvs[-1][:6] == ["docker", "stats", "--no-stream", "--no-trunc", "--format", "{{.ID}} {{.MemUsage}}"]
+    assert programs.argvs[-1][:6] == [
+        "docker",
+        "stats",
+        "--no-stream",
+        "--no-trunc",
+        "--format",
+        "{{.ID}} {{.MemUsage}}",
+    ]
     assert Docker().memory_usage([]) == {}
