@@ -148,8 +148,8 @@ def test_a_fork_bomb_stops_at_the_pids_limit(lab) -> None:  # type: ignore[no-un
 
 
 def test_a_standin_that_needs_a_dropped_capability_fails(images) -> None:  # type: ignore[no-untyped-def]
-    """Why nextcloud keeps its capabilities: as root its entrypoint hands /var/www/html to www-data
-    (CAP_CHOWN). With all capabilities dropped the stand-in cannot, and never serves its health path."""
+    """Why nextcloud gets CAP_CHOWN back: as root its entrypoint hands /var/www/html to www-data. With all
+    capabilities dropped the stand-in cannot, and never serves its health path."""
     env = ["-e", "NEXTCLOUD_ADMIN_USER=admin", "-e", "NEXTCLOUD_ADMIN_PASSWORD=example", "-e", "POSTGRES_HOST=db"]
     dropped = docker("run", "--rm", "--cap-drop", "ALL", *env, images["nextcloud"], check=False, timeout=60)
     assert dropped.returncode != 0 and "cannot chown /var/www/html" in dropped.stderr, dropped
