@@ -64,7 +64,7 @@ def test_reservations_beyond_the_profiles_ram_are_refused_with_file_line(example
     ]
 
 
-def test_plan_shows_the_budget_and_its_json(example_config: Path) -> None:
+def test_plan_shows_the_budget(example_config: Path) -> None:
     out = example_config.parent / "stacks"
     text = runner.invoke(app, ["plan", "-c", str(example_config), "--out", str(out)])
     assert text.exit_code == 0, text.output
@@ -75,6 +75,10 @@ def test_plan_shows_the_budget_and_its_json(example_config: Path) -> None:
         "10.7 GiB; limits 19.9 GiB (1.32x, warning past 1.5x)",
     ]
     assert "    dev/jenkins              reserves  1024 MiB  limit  4096 MiB" in lines
+
+
+def test_plan_json_has_the_budget_in_bytes(example_config: Path) -> None:
+    out = example_config.parent / "stacks"
     document = json.loads(runner.invoke(app, ["plan", "--json", "-c", str(example_config), "--out", str(out)]).stdout)
     b = document["budget"]
     assert (b["ram"], b["reserved"], b["limits"], b["zfs_arc_max"]) == (16 * GIB, 4416 * MIB, 20352 * MIB, 10944 * MIB)
