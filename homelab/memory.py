@@ -19,6 +19,7 @@ from pathlib import Path
 from homelab.images.budget import Budget, budget
 from homelab.plan import Plan
 
+HOST_ROOT = Path("/")  # where /etc and /sys are (tests point it at a folder of their own)
 MODPROBE_FILE = Path("etc/modprobe.d/homelab-zfs-arc.conf")  # under the host's root
 PARAMETER = Path("sys/module/zfs/parameters/zfs_arc_max")
 MIN_ARC_MAX = 64 << 20  # OpenZFS ignores a smaller zfs_arc_max
@@ -70,7 +71,8 @@ class ArcPlan:
         return f"set    {cap}: live now {now}; persisted in /{MODPROBE_FILE}"
 
 
-def plan_arc(arc_max: int, root: Path = Path("/")) -> ArcPlan:
+def plan_arc(arc_max: int, root: Path | None = None) -> ArcPlan:
+    root = root or HOST_ROOT
     conf = root / MODPROBE_FILE
     persisted = conf.is_file() and conf.read_text(encoding="utf-8") == modprobe_conf(arc_max)
     parameter = root / PARAMETER
@@ -84,9 +86,10 @@ def plan_arc(arc_max: int, root: Path = Path("/")) -> ArcPlan:
     return ArcPlan(arc_max, live, persisted, skip)
 
 
-def apply_arc(arc: ArcPlan, root: Path = Path("/")) -> list[str]:
+def apply_arc(arc: ArcPlan, root: Path | None = None) -> list[str]:
     """Persist the cap, then set it live; what was done, one line each. A live value the kernel refuses
     (e.g. not writable in a container) leaves the persisted one for the next boot."""
+    root = root or HOST_ROOT
     if not arc.changes:
         return [arc.describe()]
     done = []
