@@ -1,8 +1,8 @@
 """This machine's memory: its RAM (/proc/meminfo), the memory budget on it (homelab.images.budget, the pure
 arithmetic), and the ZFS ARC cap `zfs_arc_max` the budget leaves, set by the storage step.
 
-Unless capped, OpenZFS lets the ARC grow to half the RAM (Linux), and it gives memory back only under
-pressure, after the apps already feel it. `homelab storage apply` persists the cap as a module option in
+Unless capped, OpenZFS on Linux lets the ARC grow to half the RAM or more (newer releases to most of it),
+and it gives memory back only under pressure, after the apps already feel it. `homelab storage apply` persists the cap as a module option in
 /etc/modprobe.d (read when the module loads, so at every boot) and sets it live through
 /sys/module/zfs/parameters, which the module accepts at run time. OpenZFS ignores a value under 64 MiB or not
 below the RAM (module/zfs/arc.c, arc_tuning_update: "Valid range: 64M - <all physical memory>"), so such a
@@ -67,7 +67,7 @@ class ArcPlan:
             return f"skip   {cap}: {self.skip}"
         if not self.changes:
             return f"ok     {cap}: set live and in /{MODPROBE_FILE}"
-        now = "OpenZFS's default (half the RAM)" if self.live == 0 else f"{self.live}"
+        now = "OpenZFS's default" if self.live == 0 else f"{self.live}"
         return f"set    {cap}: live now {now}; persisted in /{MODPROBE_FILE}"
 
 
