@@ -2,13 +2,13 @@
 arithmetic), and the ZFS ARC cap `zfs_arc_max` the budget leaves, set by the storage step.
 
 Unless capped, OpenZFS on Linux lets the ARC grow to half the RAM or more (newer releases to most of it),
-and it gives memory back only under pressure, after the apps already feel it. `homelab storage apply` persists the cap as a module option in
-/etc/modprobe.d (read when the module loads, so at every boot) and sets it live through
-/sys/module/zfs/parameters, which the module accepts at run time. OpenZFS ignores a value under 64 MiB or not
-below the RAM (module/zfs/arc.c, arc_tuning_update: "Valid range: 64M - <all physical memory>"), so such a
-cap is not written. zfs-fuse has no kernel module and no such parameter: skipped with a message.
-When the root filesystem is on ZFS the module loads from the initramfs: `update-initramfs -u` then makes the
-file count at boot (docs/resources.md).
+and it gives memory back only under pressure, after the apps already feel it. `homelab storage apply`
+persists the cap as a module option in /etc/modprobe.d (read when the module loads, so at every boot) and
+sets it live through /sys/module/zfs/parameters, which the module accepts at run time. OpenZFS ignores a
+value under 64 MiB or not below the RAM (module/zfs/arc.c, arc_tuning_update: "Valid range: 64M - <all
+physical memory>"), so such a cap is not written. zfs-fuse has no kernel module and no such parameter:
+skipped with a message. When the root filesystem is on ZFS the module loads from the initramfs:
+`update-initramfs -u` then makes the file count at boot (docs/resources.md).
 """
 
 from __future__ import annotations
