@@ -22,7 +22,20 @@ from homelab.cli.options import (
 from homelab.cli.report import emit_json
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
+    from pathlib import Path
+
     from homelab.apply import Convergence
+    from homelab.config.loader import LoadedConfig
+    from homelab.plan import Plan
+
+LocalOption = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        help="Local mode: the apps on <app>.localhost with certificates from a local ACME CA (Pebble) it runs; "
+        "nothing reaches Let's Encrypt. Files under local/ next to homelab.yaml.",
+    ),
+]
 
 
 def _progress(ctx: typer.Context) -> Callable[[str], None]:
@@ -44,26 +57,30 @@ def up(
     no_snapshot: Annotated[
         bool, typer.Option("--no-snapshot", help="Upgrade images even where no snapshot can undo it.")
     ] = False,
+    local: LocalOption = False,
 ) -> None:
     """Render, show the plan, apply only what changed (edge first), wait for health; roll back a failed
-    upgrade (docs/upgrades.md)."""
+    upgrade (docs/upgrades.md). `--local`: try it on this machine (docs/getting-started.md)."""
     from homelab import apply, drift
     from homelab.certs import guard
     from homelab.cli.report import print_report
-    from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
     from homelab.runtime.docker import Docker
     from homelab.upgrade import guard_for, read_composes
 
     began = time.monotonic()
-    loaded = load(config)
+    loaded, plan, out = _load(config, out, local)
     docker = Docker()
     docker.check()
-    guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
+    guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     previous = read_composes((out or default_out(loaded)).resolve())
-    result = render_project(loaded, out, force=force, dry_run=dry_run)
+    result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
     selected = apply.select_stacks(result.plan, stacks or [])
+    if local and not dry_run:
+        from homelab import local as local_mode
+
+        local_mode.pull_missing(result.plan, selected, docker, result.out)  # refuses naming each image
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
     pending = None
     if dry_run:
@@ -82,6 +99,7 @@ def up(
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
     if dry_run or not convergence.changed:
+        _finish_local(loaded, result.plan, local and not dry_run)
         return
     progress = _progress(ctx)
     undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
@@ -90,6 +108,26 @@ def up(
         typer.echo(f"repaired {drift.describe(found)}")
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
+    _finish_local(loaded, result.plan, local)
+
+
+def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Plan | None, Path | None]:
+    """The config as `up`/`down` act on it: as written, or localized with its own plan and folder."""
+    from homelab import local as local_mode
+    from homelab.config.loader import load
+
+    loaded = load(config)
+    if not local:
+        return loaded, None, out
+    localized = local_mode.localize(loaded)
+    return localized, local_mode.local_plan(localized), out or local_mode.local_out(loaded)
+
+
+def _finish_local(loaded: LoadedConfig, plan: Plan, local: bool) -> None:
+    if local:
+        from homelab import local as local_mode
+
+        local_mode.finish(loaded, plan, typer.echo)
 
 
 def _print_convergence(convergence: Convergence) -> None:
@@ -108,17 +146,20 @@ def _print_convergence(convergence: Convergence) -> None:
 
 @app.command()
 def down(
-    ctx: typer.Context, stacks: StacksArgument = None, config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None
+    ctx: typer.Context,
+    stacks: StacksArgument = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    out: OutOption = None,
+    local: LocalOption = False,
 ) -> None:
     """Stop and remove the stacks' containers (reverse order). Datasets, acme.json and secrets are kept."""
     from homelab import apply
-    from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
 
-    loaded = load(config)
-    plan = build_plan(loaded)
+    loaded, local_plan, out = _load(config, out, local)
+    plan = local_plan or build_plan(loaded)
     selected = apply.select_stacks(plan, stacks or [])
     docker = Docker()
     docker.check()
