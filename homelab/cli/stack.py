@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
     from homelab.apply import Convergence
     from homelab.config.loader import LoadedConfig
     from homelab.plan import Plan
+    from homelab.runtime.docker import Docker
 
 LocalOption = Annotated[
     bool,
@@ -59,28 +60,23 @@ def up(
     ] = False,
     local: LocalOption = False,
 ) -> None:
-    """Render, show the plan, apply only what changed (edge first), wait for health; roll back a failed
-    upgrade (docs/upgrades.md). `--local`: try it on this machine (docs/getting-started.md)."""
+    """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
     from homelab import apply, drift
     from homelab.certs import guard
     from homelab.cli.report import print_report
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
-    from homelab.runtime.docker import Docker
     from homelab.upgrade import guard_for, read_composes
 
     began = time.monotonic()
     loaded, plan, out = _load(config, out, local)
-    docker = Docker()
-    docker.check()
+    docker = _engine()
     guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     previous = read_composes((out or default_out(loaded)).resolve())
     result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
     selected = apply.select_stacks(result.plan, stacks or [])
     if local and not dry_run:
-        from homelab import local as local_mode
-
-        local_mode.pull_missing(result.plan, selected, docker, result.out)  # refuses naming each image
+        _pull_local(result.plan, selected, docker, result.out)
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
     pending = None
     if dry_run:
@@ -123,6 +119,21 @@ def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Pl
     return localized, local_mode.local_plan(localized), out or local_mode.local_out(loaded)
 
 
+def _engine() -> Docker:
+    """The Docker Engine, checked: reachable, with compose v2 (else exit 4, one line)."""
+    from homelab.runtime.docker import Docker
+
+    docker = Docker()
+    docker.check()
+    return docker
+
+
+def _pull_local(plan: Plan, stacks: list[str], docker: Docker, out: Path) -> None:
+    from homelab import local as local_mode
+
+    local_mode.pull_missing(plan, stacks, docker, out)  # refuses naming each image it cannot pull
+
+
 def _finish_local(loaded: LoadedConfig, plan: Plan, local: bool) -> None:
     if local:
         from homelab import local as local_mode
@@ -156,13 +167,11 @@ def down(
     from homelab import apply
     from homelab.plan import build_plan
     from homelab.project import default_out
-    from homelab.runtime.docker import Docker
 
     loaded, local_plan, out = _load(config, out, local)
     plan = local_plan or build_plan(loaded)
     selected = apply.select_stacks(plan, stacks or [])
-    docker = Docker()
-    docker.check()
+    docker = _engine()
     done = apply.down(plan, (out or default_out(loaded)).resolve(), docker, selected, progress=_progress(ctx))
     typer.echo(f"down: {', '.join(done)} stopped; data kept" if done else "down: nothing was running")
 
@@ -176,12 +185,10 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out
-    from homelab.runtime.docker import Docker
 
     loaded = load(config)
     plan = build_plan(loaded)
-    docker = Docker()
-    docker.check()
+    docker = _engine()
     rows = service_status.status(plan, docker)
     drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
     bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
@@ -214,7 +221,6 @@ def logs(
     from homelab.plan import build_plan
     from homelab.project import default_out
     from homelab.runtime import process
-    from homelab.runtime.docker import Docker
 
     loaded = load(config)
     plan = build_plan(loaded)
@@ -222,8 +228,7 @@ def logs(
     if stack is None:
         known = ", ".join(n for s in plan.stacks.values() for n in s.services)
         raise ConfigError([f"unknown service {service!r} (services: {known})"])
-    docker = Docker()
-    docker.check()
+    docker = _engine()
     directory = (out or default_out(loaded)).resolve() / stack.name
     code = process.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
     raise typer.Exit(code)
