@@ -54,9 +54,14 @@ def localize(loaded: LoadedConfig) -> LoadedConfig:
     Plex's GPU and media folders, dataset names outside the root)."""
     config = loaded.config
     acme = config.domain.acme.model_copy(
-        update={"ca_server": CA_DIRECTORY, "challenge": "tls", "staging": False, "dns_provider": None}
+        update={
+            "ca_server": CA_DIRECTORY,
+            "challenge": "tls",
+            "staging": False,
+            "dns_provider": None,
+            "dns_credentials": {},
+        }
     )
-    acme = acme.model_copy(update={"dns_credentials": {}})
     lan = [*dict.fromkeys([*LOCAL_LAN, config.edge.proxy_subnet])]
     plex = config.apps.plex.model_copy(update={"transcode_device": None, "media_paths": {}})
     monitoring = config.monitoring.model_copy(update={"enabled": False})
