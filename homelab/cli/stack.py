@@ -185,10 +185,12 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out
+    from homelab.runtime.docker import Docker
 
     loaded = load(config)
     plan = build_plan(loaded)
-    docker = _engine()
+    docker = Docker()
+    docker.check()
     rows = service_status.status(plan, docker)
     drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
     bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
@@ -221,6 +223,7 @@ def logs(
     from homelab.plan import build_plan
     from homelab.project import default_out
     from homelab.runtime import process
+    from homelab.runtime.docker import Docker
 
     loaded = load(config)
     plan = build_plan(loaded)
@@ -228,7 +231,8 @@ def logs(
     if stack is None:
         known = ", ".join(n for s in plan.stacks.values() for n in s.services)
         raise ConfigError([f"unknown service {service!r} (services: {known})"])
-    docker = _engine()
+    docker = Docker()
+    docker.check()
     directory = (out or default_out(loaded)).resolve() / stack.name
     code = process.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
     raise typer.Exit(code)
