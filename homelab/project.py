@@ -7,6 +7,7 @@ from pathlib import Path
 
 from homelab import writer
 from homelab.config.loader import LoadedConfig
+from homelab.certs.staging import with_stages
 from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import Plan, build_plan
 from homelab.render import Rendering, render_all
@@ -30,7 +31,7 @@ def render_project(
 ) -> RenderResult:
     """Render every stack and diff it against `out`; write the changes unless `dry_run`."""
     out = (out or default_out(loaded)).resolve()
-    plan = build_plan(loaded)
+    plan = with_stages(build_plan(loaded))  # the staging-first switch reads what the edge holds
     rendering = render_all(plan, user_secret_values(loaded))
     secrets = secret_contents(plan, out / SECRETS_DIR, rendering.secret_files)
     report = writer.diff(out, rendering.files, secrets, force=force)

@@ -1,4 +1,5 @@
-"""The NGINX edge publishes 80/443 (TCP routes are published by their own services)."""
+"""The NGINX edge publishes 80/443 (TCP routes are published by their own services); certbot gets the
+RFC 2136 TSIG secret as a file (certbot.sh writes certbot's credentials INI from it)."""
 
 from __future__ import annotations
 
@@ -8,3 +9,7 @@ from homelab.plan import AppContext
 
 def customize(ctx: AppContext) -> None:
     ctx.services["nginx"].ports += web_ports(ctx.config)
+    acme = ctx.config.domain.acme
+    if acme.challenge == "dns" and acme.rfc2136:
+        certbot = ctx.services["certbot"]
+        ctx.pass_user_secret(certbot, "RFC2136_TSIG_SECRET_FILE", "acme_rfc2136_tsig", acme.rfc2136.tsig_secret_file)
