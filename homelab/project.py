@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from homelab import writer
-from homelab.config.loader import LoadedConfig
 from homelab.certs.staging import with_stages
+from homelab.config.loader import LoadedConfig
 from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import Plan, build_plan
 from homelab.render import Rendering, render_all

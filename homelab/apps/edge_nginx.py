@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from homelab.apps import web_ports
 from homelab.plan import AppContext
+from homelab.render.edge_traefik import TSIG_SECRET
 
 
 def customize(ctx: AppContext) -> None:
@@ -12,4 +13,4 @@ def customize(ctx: AppContext) -> None:
     acme = ctx.config.domain.acme
     if acme.challenge == "dns" and acme.rfc2136:
         certbot = ctx.services["certbot"]
-        ctx.pass_user_secret(certbot, "RFC2136_TSIG_SECRET_FILE", "acme_rfc2136_tsig", acme.rfc2136.tsig_secret_file)
+        ctx.pass_user_secret(certbot, "RFC2136_TSIG_SECRET_FILE", TSIG_SECRET, acme.rfc2136.tsig_secret_file)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from homelab.apps import web_ports
 from homelab.plan import AppContext
-from homelab.render.edge_traefik import rfc2136_env
+from homelab.render.edge_traefik import TSIG_SECRET, rfc2136_env
 
 
 def customize(ctx: AppContext) -> None:
@@ -17,4 +17,4 @@ def customize(ctx: AppContext) -> None:
     rfc2136 = ctx.config.domain.acme.rfc2136
     if rfc2136:
         traefik.environment.update(rfc2136_env(rfc2136))
-        ctx.pass_user_secret(traefik, "RFC2136_TSIG_SECRET_FILE", "acme_rfc2136_tsig", rfc2136.tsig_secret_file)
+        ctx.pass_user_secret(traefik, "RFC2136_TSIG_SECRET_FILE", TSIG_SECRET, rfc2136.tsig_secret_file)

@@ -4,27 +4,37 @@ server; the network probes take their address and ports as parameters for the sa
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import email.utils
 import errno
+import secrets
 import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dns.exception
 import dns.name
+import dns.query
+import dns.rcode
 import dns.resolver
+import dns.tsig
+import dns.tsigkeyring
+import dns.update
 
 from homelab.certs.store import ca_kind_of_url
 from homelab.doctor import Check
+from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan import Plan
-from homelab.render.edge_traefik import ca_server
+from homelab.render.edge_traefik import TSIG_SECRET, ca_server
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
 CHALLENGE_PORT = {"http": 80, "tls": 443}
+PREFLIGHT_LABEL = "_homelab-preflight"  # the TXT record the DNS credentials check adds and deletes
 SKEW_WARN, SKEW_FAIL = 30, 300  # seconds
 
 
@@ -141,10 +151,10 @@ def _caa(host: str, plan: Plan, resolver: dns.resolver.Resolver) -> Iterator[Che
 
 
 def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]:
-    challenge = plan.config.domain.acme.challenge if plan.config.edge.kind == "traefik" else "http"
+    challenge = plan.config.domain.acme.challenge
     ports = dict(probe.challenge_ports)
     if challenge == "dns":
-        yield Check("ok", "challenge", "dns-01: no inbound port needed (the TXT round trip is not checked yet)")
+        yield from _dns_update(plan, probe.timeout)
         return
     port = ports[challenge]
     kind = {"http": "HTTP-01", "tls": "TLS-ALPN-01"}[challenge]
@@ -163,6 +173,80 @@ def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]
             f"{kind}: {address}:{port} does not answer: forward TCP {port} on your router to this box and "
             f"allow it in the firewall; if your ISP blocks it, use another challenge (domain.acme.challenge)",
         )
+
+
+def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
+    """DNS-01 needs no inbound port but working DNS credentials: add a TXT record the way the edge's ACME
+    client will, read it back from the server, delete it."""
+    acme = plan.config.domain.acme
+    rfc2136 = acme.rfc2136
+    if rfc2136 is None:
+        yield Check("ok", "DNS credentials", f"dns-01 through {acme.dns_provider}: not checked (rfc2136 only)")
+        return
+    name = "DNS credentials"
+    server = f"{rfc2136.server}:{rfc2136.port}"
+    secret_file = plan.secrets[secret_name(EDGE_STACK, TSIG_SECRET)].source or ""
+    try:
+        secret = Path(secret_file).read_text(encoding="utf-8").strip()
+        keyring = dns.tsigkeyring.from_text({rfc2136.tsig_key: secret})
+    except OSError as exc:
+        yield Check("fail", name, f"{secret_file}: cannot read the TSIG secret ({exc.strerror})")
+        return
+    except (ValueError, binascii.Error):
+        yield Check("fail", name, f"{secret_file}: the TSIG secret is not base64 (copy it from the server's key)")
+        return
+    zone = plan.config.domain.name
+    record = f"{PREFLIGHT_LABEL}.{zone}."
+    token = secrets.token_hex(8)
+    algorithm = dns.name.from_text(rfc2136.tsig_algorithm)
+
+    def update(add: bool) -> str:
+        message = dns.update.UpdateMessage(zone, keyring=keyring, keyalgorithm=algorithm)
+        if add:
+            message.add(record, 60, "TXT", f'"{token}"')
+        else:
+            message.delete(record, "TXT")
+        answer = dns.query.tcp(message, rfc2136.server, timeout=timeout, port=rfc2136.port)
+        return dns.rcode.to_text(answer.rcode())
+
+    try:
+        rcode = update(add=True)
+        if rcode != "NOERROR":
+            fix = {
+                "NOTAUTH": f"the server does not know key {rfc2136.tsig_key!r} or its secret/algorithm differ: "
+                "copy the key from the server's config",
+                "REFUSED": f"the server refuses updates of {zone} with this key: allow TXT updates for it "
+                "(BIND: update-policy { grant <key> zonesub TXT; })",
+                "NOTZONE": f"the server is not the primary for {zone}",
+            }.get(rcode, "see the DNS server's log")
+            yield Check("fail", name, f"adding TXT {record} at {server} answered {rcode}: {fix}")
+            return
+        found = _lookup(
+            Probe(nameserver=rfc2136.server, dns_port=rfc2136.port, timeout=timeout).resolver(), record, "TXT"
+        )
+        deleted = update(add=False)
+    except dns.tsig.PeerBadTime:
+        yield Check("fail", name, f"{server} rejected the TSIG signature's time: fix this box's or its clock")
+        return
+    except dns.tsig.PeerError as exc:
+        yield Check(
+            "fail",
+            name,
+            f"{server} rejected key {rfc2136.tsig_key!r} ({exc}): the key name, secret "
+            f"({secret_file}) and algorithm ({rfc2136.tsig_algorithm}) must match the server's key",
+        )
+        return
+    except (dns.exception.DNSException, OSError) as exc:
+        yield Check("fail", name, f"cannot update {zone} at {server} ({exc}): check rfc2136.server and port")
+        return
+    if not found or f'"{token}"' not in found:
+        yield Check(
+            "fail", name, f"TXT {record} was accepted by {server} but it does not answer it: is it the zone's primary?"
+        )
+    elif deleted != "NOERROR":
+        yield Check("warn", name, f"TXT {record} added and read back, but deleting it answered {deleted}")
+    else:
+        yield Check("ok", name, f"TXT {record} added, read back and deleted at {server} with key {rfc2136.tsig_key}")
 
 
 def reachable(address: str, port: int, listen_host: str, timeout: float) -> bool | None:

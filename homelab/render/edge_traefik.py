@@ -15,6 +15,7 @@ STAGING_RESOLVER = "le-staging"  # staging first (homelab/certs/staging.py)
 LETSENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
 LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
 PING_PORT = 8082
+TSIG_SECRET = "acme_rfc2136_tsig"  # noqa: S105 - a name, not a value; the edge's secret holding the RFC 2136 TSIG key (both edges)
 
 
 def render(plan: Plan, rendering: Rendering) -> None:
