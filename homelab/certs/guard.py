@@ -15,7 +15,7 @@ from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
 from homelab.certs.store import Holdings, ca_kind_of_url, read_holdings
 from homelab.errors import Refused
 from homelab.plan import Plan
-from homelab.render.edge_traefik import ca_server
+from homelab.render.edge_traefik import ca_server, name_sets
 
 # A request whose certificate has not appeared by then is counted as a failed validation.
 ISSUE_SLACK = timedelta(hours=2)  # Let's Encrypt backdates notBefore by one hour
@@ -56,10 +56,10 @@ class Decision:
 
 
 def needed_orders(plan: Plan, holdings: Holdings, now: datetime) -> list[frozenset[str]]:
-    """The name sets the edge will order on start: each served name (one certificate per name on both
-    edges) that has no unexpired production certificate yet."""
+    """The name sets the edge will order on start: each certificate (one per served name, or the
+    wildcard's one) that has no unexpired production certificate yet."""
     current = [c for c in holdings.served if c.ca == "production" and c.not_after > now]
-    return [frozenset({r.host}) for r in plan.routes if not any(c.covers(r.host) for c in current)]
+    return [names for names in name_sets(plan) if not any(all(c.covers(n) for n in names) for c in current)]
 
 
 def decide(plan: Plan, holdings: Holdings, ledger: Ledger, now: datetime) -> Decision:

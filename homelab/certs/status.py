@@ -50,17 +50,13 @@ def name_statuses(plan: Plan, holdings: Holdings, ledger: Ledger, now: datetime)
                 ca=cert.ca if cert else "",
                 expires=cert.not_after.isoformat() if cert else "",
                 days_left=(cert.not_after - now).days if cert else None,
-                challenge=(cert.challenge if cert and cert.challenge else "") or CHALLENGE_NAMES[_challenge(plan)],
+                challenge=(cert.challenge if cert and cert.challenge else "")
+                or CHALLENGE_NAMES[plan.config.domain.acme.challenge],
                 last_error=_problem(cert, expected, pending, now),
                 orders_7d=len(orders) + len([t for t in pending if now - t < WEEK]),
             )
         )
     return rows
-
-
-def _challenge(plan: Plan) -> str:
-    # certbot's loop only runs the webroot (HTTP-01) authenticator
-    return plan.config.domain.acme.challenge if plan.config.edge.kind == "traefik" else "http"
 
 
 def _served(served: list[Issued], host: str) -> Issued | None:
