@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,7 +26,7 @@ from homelab.certs.store import Issued, read_resolvers
 from homelab.host import acme_json_path
 from homelab.ownership import write_atomic
 from homelab.plan import Plan
-from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER, ca_server, name_sets
+from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER, ca_server, name_sets, staging_server
 
 
 def _covered(names: frozenset[str], held: list[Issued]) -> bool:
@@ -31,10 +35,10 @@ def _covered(names: frozenset[str], held: list[Issued]) -> bool:
 
 def production_ready(plan: Plan, held: dict[str, list[Issued]], ledger: Ledger) -> frozenset[frozenset[str]]:
     """The name sets the production resolver may order (or holds): production holds them, or staging
-    issued them (its certificate still in acme.json, or promoted for this production CA)."""
-    past = held.get(RESOLVER, []) + held.get(STAGING_RESOLVER, [])
+    issued them and they were promoted for this production CA. A set whose staging certificate is
+    still in acme.json is not: Traefik would keep serving it and never order (promote() first)."""
     promoted = {s.names for s in ledger.staged if s.ca == ca_server(plan)}
-    return frozenset(n for n in name_sets(plan) if n in promoted or _covered(n, past))
+    return frozenset(n for n in name_sets(plan) if n in promoted or _covered(n, held.get(RESOLVER, [])))
 
 
 def with_stages(plan: Plan) -> Plan:
@@ -66,3 +70,67 @@ def promote(plan: Plan, path: Path, now: datetime | None = None) -> list[frozens
     data[STAGING_RESOLVER]["Certificates"] = [e for e, c in zip(entries, staged, strict=True) if c.serial not in drop]
     write_atomic(path, json.dumps(data, indent=2).encode(), 0o600)
     return ready
+
+
+# Traefik's log line for an order that failed, e.g. `ERR Unable to obtain ACME certificate for domains
+# error="..." ... domains=["example.com","*.example.com"] providerName=le-staging.acme routerName=...`
+# (seen from Traefik 3.7 in tests/certs/test_staging_traefik.py).
+_FAILED = re.compile(
+    r'Unable to obtain ACME certificate for domains error="(?P<error>(?:[^"\\]|\\.)*)".*?'
+    rf"domains=\[(?P<names>[^\]]*)\] providerName={re.escape(STAGING_RESOLVER)}\.acme"
+)
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # Traefik colours its console log, TTY or not
+POLL_SECONDS = 2.0
+
+
+@dataclass
+class Outcome:
+    """Where staging stands for the sets not yet past it."""
+
+    ready: list[frozenset[str]] = field(default_factory=list)  # staging issued them
+    failed: dict[frozenset[str], str] = field(default_factory=dict)  # Traefik's error
+    waiting: list[frozenset[str]] = field(default_factory=list)  # no answer yet
+
+
+def staging_failures(log: str) -> dict[frozenset[str], str]:
+    """The staging orders Traefik's log says failed, with the CA's error (the last one per set)."""
+    failed = {}
+    for match in _FAILED.finditer(_COLOURS.sub("", log)):
+        names = frozenset(json.loads(f"[{match['names']}]"))
+        failed[names] = match["error"].replace('\\"', '"')
+    return failed
+
+
+def await_staging(
+    plan: Plan,
+    edge_log: Callable[[], str],
+    timeout: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Outcome:
+    """Watch acme.json and the edge's log until staging issued or refused every set not past it, for
+    at most `timeout` s. When the edge's log does not name the staging resolver (not this plan's
+    Traefik, not running, or started long ago) only what acme.json holds counts: no waiting."""
+    path = acme_json_path(plan)
+    pending = [n for n in name_sets(plan) if n not in plan.production_ready]
+    if staging_server(plan) is None or path is None or not pending:
+        return Outcome()
+    deadline = clock() + timeout
+    while True:
+        staged = read_resolvers(path).get(STAGING_RESOLVER, [])
+        log = edge_log()
+        failures = staging_failures(log)
+        outcome = Outcome()
+        for names in pending:
+            if _covered(names, staged):
+                outcome.ready.append(names)
+            elif names in failures:
+                outcome.failed[names] = failures[names]
+            else:
+                outcome.waiting.append(names)
+        if STAGING_RESOLVER not in log:
+            return Outcome(ready=outcome.ready)
+        if not outcome.waiting or clock() >= deadline:
+            return outcome
+        sleep(POLL_SECONDS)

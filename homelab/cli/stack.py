@@ -22,7 +22,11 @@ from homelab.cli.options import (
 from homelab.cli.report import emit_json
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
+    from pathlib import Path
+
     from homelab.apply import Convergence
+    from homelab.config.loader import LoadedConfig
+    from homelab.runtime.docker import Engine
 
 
 def _progress(ctx: typer.Context) -> Callable[[str], None]:
@@ -81,15 +85,29 @@ def up(
     if result.report.changed:
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
-    if dry_run or not convergence.changed:
+    if dry_run:
+        return
+    if not convergence.changed:
+        _staging_switch(loaded, result.out, docker, timeout, _progress(ctx))
         return
     progress = _progress(ctx)
     undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
     outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
     for found in repairs:
         typer.echo(f"repaired {drift.describe(found)}")
+    _staging_switch(loaded, result.out, docker, timeout, progress)
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
+
+
+def _staging_switch(
+    loaded: LoadedConfig, out: Path, docker: Engine, timeout: int, progress: Callable[[str], None]
+) -> None:
+    """Staging first: production is asked, in this `up`, for what staging issued."""
+    from homelab.certs import switch
+
+    for line in switch.after_up(loaded, out, docker, timeout=timeout, progress=progress):
+        typer.echo(line)
 
 
 def _print_convergence(convergence: Convergence) -> None:

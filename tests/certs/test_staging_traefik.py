@@ -10,7 +10,7 @@ and production, a real BIND named taking the TXT updates.
    nothing: its resolver is never named.
 The TSIG secret reaches Traefik as a file (RFC2136_TSIG_SECRET_FILE), never in its config or log.
 
-Changed for the test: loopback entry points, acme.json in tmp, the two Pebbles as CAs (trusted through
+Changed for the test: loopback entry points, the storage under tmp, the two Pebbles as CAs (trusted through
 LEGO_CA_CERTIFICATES), lego's DNS resolver set to named and its waits (before checking, between the
 apex's and the wildcard's TXT records) shortened, routes from the rendered labels through a file provider.
 """
@@ -31,6 +31,7 @@ from homelab.certs import staging
 from homelab.certs.ledger import ledger_path, load_ledger
 from homelab.certs.store import UnreadableStore, read_resolvers
 from homelab.config.loader import load
+from homelab.host import acme_json_path
 from homelab.plan import Plan, build_plan
 from homelab.render.edge_traefik import (
     RESOLVER,
@@ -84,6 +85,12 @@ class Edge:
         static, self.ports = traefik_static_for_test(static_config(self.plan), self.dir)
         resolvers = static["certificatesResolvers"]
         assert set(resolvers) == {RESOLVER, STAGING_RESOLVER}
+        acme = acme_json_path(self.plan)  # where homelab reads it: the edge/acme dataset (in tmp)
+        assert acme is not None
+        acme.parent.mkdir(parents=True)
+        self.acme = acme
+        for resolver in resolvers.values():
+            resolver["acme"]["storage"] = str(acme)
         resolvers[RESOLVER]["acme"]["caServer"] = production.directory
         resolvers[STAGING_RESOLVER]["acme"]["caServer"] = staging_ca.directory
         for resolver in resolvers.values():
@@ -103,7 +110,6 @@ class Edge:
             "RFC2136_SEQUENCE_INTERVAL": "1",
         }
         self.argv = ["/usr/bin/env", *[f"{k}={v}" for k, v in env.items()], traefik, f"--configFile={self.static}"]
-        self.acme = self.dir / "acme.json"
         self.work = tmp_path
         self.starts = 0
 
@@ -153,6 +159,9 @@ def test_staging_then_production_wildcard_over_rfc2136(
             wait_until(lambda: edge.served("cloud.example.com").issuer == staging_ca.intermediate, served, process, log)
         assert (staging_ca.issued(), production.issued()) == (1, 0)
         assert edge.held(RESOLVER) == []
+        # what `up` reads (homelab/certs/switch.py): staging issued the set, it is not past staging yet
+        assert staging.await_staging(plan, log.read_text, 0).ready == [WILDCARD]
+        assert staging.with_stages(edge.plan).production_ready == frozenset()
 
         # 2. the switch: promoted with Traefik stopped, then production
         assert staging.promote(edge.plan, edge.acme) == [WILDCARD]
@@ -195,7 +204,9 @@ def test_staging_failure_never_reaches_production(
         with running(edge.argv, log, tmp_path) as process:
             wait_until(lambda: "Unable to obtain ACME certificate" in log.read_text(), "staging to fail", process, log,
                        ISSUE_SECONDS)  # fmt: skip
-        assert "No TXT records found for DNS challenge" in log.read_text()
+        outcome = staging.await_staging(staging.with_stages(edge.plan), log.read_text, 0)
+        assert list(outcome.failed) == [WILDCARD] and outcome.ready == outcome.waiting == []
+        assert "No TXT records found for DNS challenge" in outcome.failed[WILDCARD]
         assert (staging_ca.issued(), production.issued()) == (0, 0)
         assert edge.held(RESOLVER) == [] and edge.held(STAGING_RESOLVER) == []
         assert staging.promote(edge.plan, edge.acme) == []
