@@ -30,7 +30,7 @@ from homelab.certs.store import ca_kind_of_url
 from homelab.doctor import Check
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan import Plan
-from homelab.render.edge_traefik import TSIG_SECRET, ca_server
+from homelab.render.edge_traefik import TSIG_SECRET, ca_server, name_sets
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
 CHALLENGE_PORT = {"http": 80, "tls": 443}
@@ -67,9 +67,14 @@ def run(plan: Plan, probe: Probe) -> list[Check]:
     address = probe.address or (str(configured) if configured else None)
     resolver = probe.resolver()
     checks: list[Check] = []
+    wildcard = plan.config.domain.wildcard
     for route in plan.routes:
         checks += _address(route.host, address, resolver)
-        checks += _caa(route.host, plan, resolver)
+        if not wildcard:
+            checks += _caa(route.host, plan, resolver)
+    if wildcard:  # the CA checks CAA for the certificate's names: the domain and *.domain
+        for name in sorted(name_sets(plan)[0], key=len):
+            checks += _caa(name, plan, resolver)
     checks += _challenge(plan, address, probe)
     checks += _clock(probe.clock_url or ca_server(plan), probe.timeout)
     return checks
@@ -111,7 +116,7 @@ def _address(host: str, expected: str | None, resolver: dns.resolver.Resolver) -
 def relevant_caa(host: str, resolver: dns.resolver.Resolver) -> tuple[str, list[tuple[str, str]]]:
     """RFC 8659 section 3: the CAA set of the closest node, climbing from the name to the root, that has
     one. Returns that node and its (tag, issuer domain) pairs; ("", []) when no node has one."""
-    node = dns.name.from_text(host)
+    node = dns.name.from_text(host.removeprefix("*."))  # a wildcard's search starts at its base name
     while node != dns.name.root:
         records = _lookup(resolver, node.to_text(), "CAA") or []
         if records:

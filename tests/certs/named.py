@@ -43,21 +43,27 @@ def tsig_secret() -> str:
 
 @contextlib.contextmanager
 def named(
-    program: str, folder: Path, zone: str = "example.com", addresses: dict[str, str] | None = None
+    program: str,
+    folder: Path,
+    zone: str = "example.com",
+    addresses: dict[str, str] | None = None,
+    records: tuple[str, ...] = (),
 ) -> Iterator[Named]:
     """named for `zone` on a free 127.0.0.1 port (UDP and TCP); `addresses` are A records (relative
-    names, "@" for the apex), by default the apex and every name under it at 127.0.0.1."""
+    names, "@" for the apex), by default the apex and every name under it at 127.0.0.1; `records` are
+    more zone-file lines."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     secret = tsig_secret()
     secret_file = write_secret(folder / "tsig-secret", secret)
-    records = addresses or {"@": "127.0.0.1", "*": "127.0.0.1"}
+    default = {"@": "127.0.0.1", "*": "127.0.0.1"}
     zone_text = [
         "$TTL 60",
         f"@ IN SOA ns.{zone}. hostmaster.{zone}. 1 60 60 600 60",
         f"@ IN NS ns.{zone}.",
         "ns IN A 127.0.0.1",
-        *[f"{name} IN A {address}" for name, address in records.items()],
+        *[f"{name} IN A {address}" for name, address in (addresses or default).items()],
+        *records,
     ]
     (folder / f"{zone}.zone").write_text("\n".join(zone_text) + "\n")
     (folder / "named.conf").write_text(

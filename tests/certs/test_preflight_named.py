@@ -1,6 +1,6 @@
-"""`homelab certs check` on the DNS-01 challenge against a real BIND named (tests/certs/named.py): the
-TXT round trip with the configured TSIG key passes and leaves nothing behind; a wrong secret, an unknown
-key name and a key the zone does not let update each fail with what to change."""
+"""`homelab certs check` on the DNS-01 challenge (wildcard) against a real BIND named (tests/certs/named.py):
+the TXT round trip with the configured TSIG key passes and leaves nothing behind; a wrong secret and an
+unknown key name each fail with what to change; CAA is checked for the certificate's names."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ pytestmark = pytest.mark.real
 
 @pytest.fixture
 def server(tmp_path: Path, require_program: Callable[[str], str]) -> Iterator[Named]:
-    with named(require_program("named"), tmp_path / "named") as running:
+    caa = '@ IN CAA 0 issue "letsencrypt.org"'
+    with named(require_program("named"), tmp_path / "named", records=(caa,)) as running:
         yield running
 
 
@@ -41,6 +42,10 @@ def test_dns_credentials_round_trip(tmp_path: Path, server: Named) -> None:
         f"127.0.0.1:{server.port} with key homelab-acme"
     ) in out, out
     assert "ok    plex.example.com address: resolves to 127.0.0.1" in out
+    # a wildcard certificate: the CA checks CAA for its two names (the wildcard's from its base name)
+    assert "ok    example.com CAA: CAA at example.com allows letsencrypt.org" in out
+    assert "ok    *.example.com CAA: CAA at example.com allows letsencrypt.org" in out
+    assert "plex.example.com CAA" not in out
     assert server.secret not in out
     resolver = preflight.Probe(nameserver="127.0.0.1", dns_port=server.port, timeout=2).resolver()
     with pytest.raises(dns.resolver.NoAnswer):  # deleted again (the zone's `*` A record still matches)
