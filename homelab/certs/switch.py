@@ -5,11 +5,12 @@ for what staging issued. A set staging refused or has not answered stays on stag
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 from homelab import apply
-from homelab.certs import staging
+from homelab.certs import guard, staging
 from homelab.config.loader import LoadedConfig
 from homelab.host import acme_json_path
 from homelab.layout import EDGE_STACK, project_name
@@ -57,6 +58,8 @@ def after_up(
     ]
     if not outcome.ready:
         return lines
+    # the production orders the switch lets Traefik make: refused (exit 5) past a budget, else recorded
+    guard.enforce(dataclasses.replace(plan, production_ready=plan.production_ready | set(outcome.ready)), dry_run=False)
     progress(f"certificates: staging issued {'; '.join(_label(n) for n in outcome.ready)}: switching to production")
     edge_dir = out / EDGE_STACK
     docker.down(project_name(EDGE_STACK), edge_dir)  # Traefik must not hold the staging certificates

@@ -97,11 +97,14 @@ def write_lineage(config_dir: Path, name: str, pems: list[bytes], server: str) -
 
 @pytest.fixture
 def make_plan(example_config: Path, tmp_path: Path) -> Callable[..., Plan]:
-    """The example config with storage under tmp_path; `edge`, `staging`, `ca_server` as asked."""
+    """The example config with storage under tmp_path; `edge`, `staging`, `ca_server`, `staging_first` as
+    asked."""
 
     original = example_config.read_text()
 
-    def _make(edge: str = "traefik", staging: bool = False, ca_server: str | None = None) -> Plan:
+    def _make(
+        edge: str = "traefik", staging: bool = False, ca_server: str | None = None, staging_first: bool = True
+    ) -> Plan:
         text = original.replace("mountpoint: /tank/homelab", f"mountpoint: {tmp_path}/tank")
         text = text.replace("kind: traefik", f"kind: {edge}")
         if edge == "nginx":
@@ -109,6 +112,8 @@ def make_plan(example_config: Path, tmp_path: Path) -> Callable[..., Plan]:
         text = text.replace("staging: false", f"staging: {str(staging).lower()}")
         if ca_server:
             text = text.replace("staging: false", f"staging: false\n    ca_server: {ca_server}")
+        if not staging_first:
+            text = text.replace("staging: false", "staging: false\n    staging_first: false")
         example_config.write_text(text)
         return build_plan(load(example_config))
 
