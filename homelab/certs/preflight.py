@@ -180,78 +180,87 @@ def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]
         )
 
 
+DNS_CHECK = "DNS credentials"
+
+
 def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
     """DNS-01 needs no inbound port but working DNS credentials: add a TXT record the way the edge's ACME
     client will, read it back from the server, delete it."""
     acme = plan.config.domain.acme
     rfc2136 = acme.rfc2136
     if rfc2136 is None:
-        yield Check("ok", "DNS credentials", f"dns-01 through {acme.dns_provider}: not checked (rfc2136 only)")
+        yield Check("ok", DNS_CHECK, f"dns-01 through {acme.dns_provider}: not checked (rfc2136 only)")
         return
-    name = "DNS credentials"
     server = f"{rfc2136.server}:{rfc2136.port}"
     secret_file = plan.secrets[secret_name(EDGE_STACK, TSIG_SECRET)].source or ""
-    try:
-        secret = Path(secret_file).read_text(encoding="utf-8").strip()
-        keyring = dns.tsigkeyring.from_text({rfc2136.tsig_key: secret})
-    except OSError as exc:
-        yield Check("fail", name, f"{secret_file}: cannot read the TSIG secret ({exc.strerror})")
-        return
-    except (ValueError, binascii.Error):
-        yield Check("fail", name, f"{secret_file}: the TSIG secret is not base64 (copy it from the server's key)")
+    keyring = _tsig_keyring(rfc2136.tsig_key, secret_file)
+    if isinstance(keyring, Check):
+        yield keyring
         return
     zone = plan.config.domain.name
-    record = f"{PREFLIGHT_LABEL}.{zone}."
-    token = secrets.token_hex(8)
-    algorithm = dns.name.from_text(rfc2136.tsig_algorithm)
+    record, token = f"{PREFLIGHT_LABEL}.{zone}.", f'"{secrets.token_hex(8)}"'
 
     def update(add: bool) -> str:
-        message = dns.update.UpdateMessage(zone, keyring=keyring, keyalgorithm=algorithm)
+        message = dns.update.UpdateMessage(
+            zone, keyring=keyring, keyalgorithm=dns.name.from_text(rfc2136.tsig_algorithm)
+        )
         if add:
-            message.add(record, 60, "TXT", f'"{token}"')
+            message.add(record, 60, "TXT", token)
         else:
             message.delete(record, "TXT")
         answer = dns.query.tcp(message, rfc2136.server, timeout=timeout, port=rfc2136.port)
         return dns.rcode.to_text(answer.rcode())
 
     try:
-        rcode = update(add=True)
-        if rcode != "NOERROR":
-            fix = {
-                "NOTAUTH": f"the server does not know key {rfc2136.tsig_key!r} or its secret/algorithm differ: "
-                "copy the key from the server's config",
-                "REFUSED": f"the server refuses updates of {zone} with this key: allow TXT updates for it "
-                "(BIND: update-policy { grant <key> zonesub TXT; })",
-                "NOTZONE": f"the server is not the primary for {zone}",
-            }.get(rcode, "see the DNS server's log")
-            yield Check("fail", name, f"adding TXT {record} at {server} answered {rcode}: {fix}")
+        added = update(add=True)
+        if added != "NOERROR":
+            yield Check("fail", DNS_CHECK, f"adding TXT {record} at {server} answered {added}: {_fix(added, zone)}")
             return
-        found = _lookup(
-            Probe(nameserver=rfc2136.server, dns_port=rfc2136.port, timeout=timeout).resolver(), record, "TXT"
-        )
+        at_server = Probe(nameserver=rfc2136.server, dns_port=rfc2136.port, timeout=timeout).resolver()
+        found = _lookup(at_server, record, "TXT") or []
         deleted = update(add=False)
     except dns.tsig.PeerBadTime:
-        yield Check("fail", name, f"{server} rejected the TSIG signature's time: fix this box's or its clock")
+        yield Check("fail", DNS_CHECK, f"{server} rejected the TSIG signature's time: fix this box's or its clock")
         return
     except dns.tsig.PeerError as exc:
-        yield Check(
-            "fail",
-            name,
-            f"{server} rejected key {rfc2136.tsig_key!r} ({exc}): the key name, secret "
-            f"({secret_file}) and algorithm ({rfc2136.tsig_algorithm}) must match the server's key",
+        detail = (
+            f"the key name, secret ({secret_file}) and algorithm ({rfc2136.tsig_algorithm}) must match the server's key"
         )
+        yield Check("fail", DNS_CHECK, f"{server} rejected key {rfc2136.tsig_key!r} ({exc}): {detail}")
         return
     except (dns.exception.DNSException, OSError) as exc:
-        yield Check("fail", name, f"cannot update {zone} at {server} ({exc}): check rfc2136.server and port")
+        yield Check("fail", DNS_CHECK, f"cannot update {zone} at {server} ({exc}): check rfc2136.server and port")
         return
-    if not found or f'"{token}"' not in found:
+    if token not in found:
         yield Check(
-            "fail", name, f"TXT {record} was accepted by {server} but it does not answer it: is it the zone's primary?"
+            "fail", DNS_CHECK, f"{server} accepted TXT {record} but does not answer it: is it the zone's primary?"
         )
     elif deleted != "NOERROR":
-        yield Check("warn", name, f"TXT {record} added and read back, but deleting it answered {deleted}")
+        yield Check("warn", DNS_CHECK, f"TXT {record} added and read back, but deleting it answered {deleted}")
     else:
-        yield Check("ok", name, f"TXT {record} added, read back and deleted at {server} with key {rfc2136.tsig_key}")
+        yield Check(
+            "ok", DNS_CHECK, f"TXT {record} added, read back and deleted at {server} with key {rfc2136.tsig_key}"
+        )
+
+
+def _tsig_keyring(key: str, secret_file: str) -> dict[dns.name.Name, dns.tsig.Key] | Check:
+    try:
+        secret = Path(secret_file).read_text(encoding="utf-8").strip()
+        return dns.tsigkeyring.from_text({key: secret})
+    except OSError as exc:
+        return Check("fail", DNS_CHECK, f"{secret_file}: cannot read the TSIG secret ({exc.strerror})")
+    except (ValueError, binascii.Error):
+        return Check("fail", DNS_CHECK, f"{secret_file}: the TSIG secret is not base64 (copy it from the server's key)")
+
+
+def _fix(rcode: str, zone: str) -> str:
+    """What to change when the server answered an update with `rcode`."""
+    return {
+        "REFUSED": f"the server refuses updates of {zone} with this key: allow TXT updates for it "
+        "(BIND: update-policy { grant <key> zonesub TXT; })",
+        "NOTZONE": f"the server is not the primary for {zone}",
+        "NOTAUTH": "the server does not take this key for the zone: check the key and the zone's primary",
+    }.get(rcode, "see the DNS server's log")
 
 
 def reachable(address: str, port: int, listen_host: str, timeout: float) -> bool | None:

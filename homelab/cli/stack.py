@@ -85,11 +85,8 @@ def up(
     if result.report.changed:
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
-    if dry_run:
-        return
-    if not convergence.changed:
-        _staging_switch(loaded, result.out, docker, timeout, _progress(ctx))
-        return
+    if dry_run or not convergence.changed:
+        return None if dry_run else _staging_switch(loaded, result.out, docker, timeout, _progress(ctx))
     progress = _progress(ctx)
     undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
     outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)

@@ -49,7 +49,8 @@ def rfc2136_env(rfc2136: Rfc2136) -> dict[str, str]:
     }
 
 
-def static_config(plan: Plan) -> dict[str, Any]:
+def _resolver(plan: Plan, ca: str) -> dict[str, Any]:
+    """One ACME resolver (a new dict each time: the YAML dump would share equal objects as anchors)."""
     acme = plan.config.domain.acme
     challenge: dict[str, Any]
     if acme.challenge == "http":
@@ -58,12 +59,23 @@ def static_config(plan: Plan) -> dict[str, Any]:
         challenge = {"tlsChallenge": {}}
     else:
         challenge = {"dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}}
-    resolver = {"email": acme.email, "storage": "/letsencrypt/acme.json", "keyType": "EC256", **challenge}
-    resolvers = {RESOLVER: {"acme": {**resolver, "caServer": ca_server(plan)}}}
+    # one store: acme.json keeps each resolver's account and certificates apart
+    return {
+        "acme": {
+            "email": acme.email,
+            "storage": "/letsencrypt/acme.json",
+            "caServer": ca,
+            "keyType": "EC256",
+            **challenge,
+        }
+    }
+
+
+def static_config(plan: Plan) -> dict[str, Any]:
+    resolvers = {RESOLVER: _resolver(plan, ca_server(plan))}
     staging = staging_server(plan)
     if staging:
-        # the same store: acme.json keeps each resolver's account and certificates apart
-        resolvers[STAGING_RESOLVER] = {"acme": {**resolver, "caServer": staging}}
+        resolvers[STAGING_RESOLVER] = _resolver(plan, staging)
     # Go keeps X_Forwarded_For / X.Real.Ip apart from the X-Forwarded-For / X-Real-Ip Traefik sets, but
     # PHP (Nextcloud), CGI and WSGI read them as the same variable: drop such aliases before routing.
     alias_headers = {"aliasHeadersStrategy": "delete"}
