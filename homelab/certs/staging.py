@@ -7,7 +7,7 @@ two resolvers sharing acme.json and each router names one (edge_traefik.resolver
 the sets this module finds past staging. A certificate Traefik holds for a name stops any other resolver
 from ordering it (traefik/traefik#8633), so the staging certificate must leave acme.json, with Traefik
 stopped, before production can be asked: promote() does that, and notes the set in the ledger (per
-production CA: another CA or a new account URL means staging again).
+production CA: pointing ca_server elsewhere means staging again).
 """
 
 from __future__ import annotations
@@ -42,12 +42,13 @@ def production_ready(plan: Plan, held: dict[str, list[Issued]], ledger: Ledger) 
 
 
 def with_stages(plan: Plan) -> Plan:
-    """The plan with the sets past staging, from the edge's acme.json and the ledger (Traefik only)."""
+    """The plan with the sets past staging, from the edge's acme.json and the ledger (Traefik only),
+    added to those it has."""
     path = acme_json_path(plan)
     if plan.config.edge.kind != "traefik" or path is None:
         return plan
     ready = production_ready(plan, read_resolvers(path), load_ledger(ledger_path(plan)))
-    return dataclasses.replace(plan, production_ready=ready)
+    return dataclasses.replace(plan, production_ready=plan.production_ready | ready)
 
 
 def promote(plan: Plan, path: Path, now: datetime | None = None) -> list[frozenset[str]]:

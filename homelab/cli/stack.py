@@ -86,22 +86,31 @@ def up(
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
     if dry_run or not convergence.changed:
-        return None if dry_run else _staging_switch(loaded, result.out, docker, timeout, _progress(ctx))
+        return None if dry_run else _staging_switch(stacks, loaded, result.out, docker, timeout, _progress(ctx))
     progress = _progress(ctx)
     undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
     outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
     for found in repairs:
         typer.echo(f"repaired {drift.describe(found)}")
-    _staging_switch(loaded, result.out, docker, timeout, progress)
+    _staging_switch(stacks, loaded, result.out, docker, timeout, progress)
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
 
 
 def _staging_switch(
-    loaded: LoadedConfig, out: Path, docker: Engine, timeout: int, progress: Callable[[str], None]
+    stacks: list[str] | None,
+    loaded: LoadedConfig,
+    out: Path,
+    docker: Engine,
+    timeout: int,
+    progress: Callable[[str], None],
 ) -> None:
-    """Staging first: production is asked, in this `up`, for what staging issued."""
+    """Staging first: production is asked, in this `up`, for what staging issued. Only on an `up` of
+    every stack: the switch changes every app's routers."""
     from homelab.certs import switch
+
+    if stacks:
+        return
 
     for line in switch.after_up(loaded, out, docker, timeout=timeout, progress=progress):
         typer.echo(line)

@@ -6,6 +6,8 @@ a set staging refused stays on staging, said so with the CA's error."""
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,15 +16,16 @@ from typer.testing import CliRunner
 
 from homelab import apply
 from homelab.certs import staging, switch
-from homelab.certs.ledger import ledger_path, load_ledger
+from homelab.certs.ledger import Order, ledger_path, load_ledger
 from homelab.certs.store import read_resolvers
 from homelab.cli import app
 from homelab.config.loader import load
+from homelab.errors import Refused
 from homelab.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER
 from homelab.runtime import docker as docker_module
-from tests.certs.conftest import LE_STAGING, STAGING, make_cert
+from tests.certs.conftest import LE_STAGING, NOW, STAGING, make_cert
 from tests.certs.test_staging import _acme
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
@@ -98,7 +101,9 @@ def test_up_promotes_what_staging_issued_and_restarts_the_edge(
     assert ("up", "homelab-edge") in changes[down:]
     assert read_resolvers(acme)[STAGING_RESOLVER] == []
     assert json.loads(acme.read_text())[STAGING_RESOLVER]["Account"]["Registration"]["uri"] == LE_STAGING
-    assert sorted(h for s in load_ledger(ledger_path(plan)).staged for h in s.names) == issued
+    ledger = load_ledger(ledger_path(plan))
+    assert sorted(h for s in ledger.staged for h in s.names) == issued
+    assert sorted(h for o in ledger.requested for h in o.names) == issued  # the guard counted them
     assert _resolvers(out) == {h: (STAGING_RESOLVER if h == "git.example.com" else RESOLVER) for h in hosts}
 
 
@@ -118,3 +123,21 @@ def test_a_set_staging_has_not_answered_is_waited_for_then_told(
     assert len(lines) == 6  # every served name
     assert sum(1 for c in engine.calls if c[0] == "logs_tail") > 3  # it watched the log meanwhile
     assert engine.changes() == []
+
+
+def test_the_guard_refuses_the_switch_past_a_budget(example_config: Path, tmp_path: Path, engine: EdgeLog) -> None:
+    text = example_config.read_text().replace("mountpoint: /tank/homelab", f"mountpoint: {tmp_path}/tank")
+    example_config.write_text(text)
+    plan = build_plan(load(example_config))
+    acme = acme_json_path(plan)
+    assert acme is not None
+    _acme(acme, {STAGING_RESOLVER: (LE_STAGING, [make_cert(["cloud.example.com"], STAGING)])})
+    ledger = load_ledger(ledger_path(plan))
+    ledger.issued += [Order(frozenset({"cloud.example.com"}), NOW - timedelta(days=1), f"s{i}") for i in range(4)]
+    ledger.save()
+    engine.running.append(container("homelab-edge", "traefik"))
+    engine.log = STARTED
+    with pytest.raises(Refused, match=re.escape("names cloud.example.com: 4 in the last 7 days")):
+        switch.after_up(load(example_config), tmp_path / "stacks", engine, timeout=0)
+    assert engine.changes() == []  # the edge keeps running on staging
+    assert read_resolvers(acme)[STAGING_RESOLVER] != []
