@@ -27,11 +27,17 @@ def default_out(loaded: LoadedConfig) -> Path:
 
 
 def render_project(
-    loaded: LoadedConfig, out: Path | None = None, *, force: bool = False, dry_run: bool = False
+    loaded: LoadedConfig,
+    out: Path | None = None,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    plan: Plan | None = None,
 ) -> RenderResult:
-    """Render every stack and diff it against `out`; write the changes unless `dry_run`."""
+    """Render every stack (of `plan`, default: the config's) and diff it against `out`; write the
+    changes unless `dry_run`."""
     out = (out or default_out(loaded)).resolve()
-    plan = with_stages(build_plan(loaded))  # the staging-first switch reads what the edge holds
+    plan = with_stages(plan or build_plan(loaded))  # the staging-first switch reads what the edge holds
     rendering = render_all(plan, user_secret_values(loaded))
     secrets = secret_contents(plan, out / SECRETS_DIR, rendering.secret_files)
     report = writer.diff(out, rendering.files, secrets, force=force)

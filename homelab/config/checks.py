@@ -78,6 +78,11 @@ def _sections(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[
             f"unknown hardware profile {config.server.profile!r} (known: {', '.join(available())})",
         )
     acme = config.domain.acme
+    if config.domain.wildcard and acme.challenge != "dns":
+        yield (
+            ("domain", "wildcard"),
+            "wildcard certificates need challenge 'dns' (Let's Encrypt validates them over DNS only)",
+        )
     if config.edge.kind == "nginx" and acme.challenge == "tls":
         yield (
             ("domain", "acme", "challenge"),
