@@ -128,6 +128,8 @@ class Plan:
     datasets: list[Dataset]
     secrets: dict[str, Secret]
     inventory: Inventory | None = None  # the sensors `homelab monitor discover` found (monitoring.inventory)
+    # certificate name sets past staging (homelab.certs.staging.with_stages): the edge orders them from production
+    production_ready: frozenset[frozenset[str]] = frozenset()
 
     def route_for(self, stack: str, service: str) -> Route | None:
         return next((r for r in self.routes if r.stack == stack and r.service == service), None)

@@ -399,6 +399,20 @@ def test_homelab_compose_too_old_or_missing(
         compose.compose_command()
 
 
+def test_homelab_compose_is_the_only_candidate_when_set(
+    programs: Programs, fresh_compose: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An override names the compose to use: a good one elsewhere must not hide that the named one is too old."""
+    monkeypatch.setattr(compose, "bundled_compose", lambda: Path("/venv/compose/docker-compose"))
+    monkeypatch.setattr(compose.shutil, "which", lambda name: "/usr/bin/docker" if name == "docker" else None)
+    monkeypatch.setenv("HOMELAB_COMPOSE", "/opt/old-compose")
+    programs.on("/opt/old-compose", out="1.29.2\n")
+    programs.on("docker", "compose", "version", out="2.30.3\n")
+    programs.on("/venv/compose/docker-compose", out="2.40.3\n")
+    with pytest.raises(EnvironmentProblem, match="too old"):
+        compose.compose_command()
+
+
 def test_config_check_hands_the_file_to_compose(
     programs: Programs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
