@@ -104,6 +104,13 @@ def dress(root: Path) -> None:
     os.utime(root, ns=(old, old))
 
 
+def assert_links_and_holes(root: Path) -> None:
+    """What fill() made a hardlink is one file again, and its sparse file has holes again."""
+    assert (root / "plainhardlink.txt").samefile(root / "plaincanary.txt")
+    sparse = (root / "plainsparse.img").stat()
+    assert sparse.st_blocks * 512 < sparse.st_size, sparse
+
+
 def attributes(root: Path) -> dict[str, tuple[int, int, int, int]]:
     """(mode, uid, gid, mtime_ns) of every folder, file and symlink under root and of root itself."""
     out = {".": _attrs(root.lstat())}

@@ -36,7 +36,7 @@ from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.runtime.rclone import find_rclone
 from homelab.storage import apply_storage
-from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, Lab, attributes, fill, tree
+from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, Lab, assert_links_and_holes, attributes, fill, tree
 from tests.conftest import write_secret
 from tests.storage.zfs import write_config
 
@@ -201,6 +201,7 @@ def test_backup_restore_verify_on_served_remote(
     restore(ctx, KEY, restored)
     assert tree(restored) == expected
     assert attributes(restored) == expected_attributes  # owners, modes, mtimes (homelab's own listing)
+    assert_links_and_holes(restored)
     assert expected["plainlink-relative"] == "link:plaincanary.txt" and UNICODE_NAMES[1] in expected
 
     # verify: every object cryptchecked by hash against the snapshot
