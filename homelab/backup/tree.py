@@ -45,10 +45,19 @@ KEPT_XATTRS = ("user.", "system.posix_acl_access", "system.posix_acl_default")
 BLOCK = 4096  # the granularity of holes punched at restore
 
 
+def has_xattrs(root: Path) -> bool:
+    """Whether the filesystem of root keeps xattrs (zfs-fuse does not): asked once, not once per file."""
+    try:
+        os.listxattr(root)
+    except OSError:
+        return False
+    return True
+
+
 def _xattrs(path: str | Path) -> tuple[tuple[str, str], ...]:
     try:
         names = os.listxattr(path, follow_symlinks=False)
-    except OSError:  # a filesystem without xattrs (zfs-fuse): nothing to keep
+    except OSError:  # not on this file (a symlink's target gone, a race): nothing to keep
         return ()
     kept = sorted(n for n in names if n.startswith(KEPT_XATTRS))
     return tuple((n, os.getxattr(path, n, follow_symlinks=False).hex()) for n in kept)
@@ -65,7 +74,8 @@ def _entry(path: str, st: os.stat_result, target: str = "", where: str | Path | 
 
 def scan(root: Path) -> list[Entry]:
     """Every folder, regular file and symlink under root (one lstat each; symlinks are not followed), sorted."""
-    entries = [_entry("", root.lstat(), where=root)]
+    xattrs = has_xattrs(root)
+    entries = [_entry("", root.lstat(), where=root if xattrs else None)]
     inodes: dict[str, tuple[int, int]] = {}  # files with several names
     pending = [("", str(root))]
     while pending:
@@ -83,7 +93,7 @@ def scan(root: Path) -> list[Entry]:
                     continue  # a socket, FIFO or device: rclone skips them, so the listing does too
                 elif st.st_nlink > 1:
                     inodes[rel] = (st.st_dev, st.st_ino)
-                entries.append(_entry(rel, st, where=item.path))
+                entries.append(_entry(rel, st, where=item.path if xattrs else None))
     entries.sort()
     first: dict[tuple[int, int], str] = {}
     for n, e in enumerate(entries):
@@ -215,10 +225,11 @@ def differences(expected: list[Entry], root: Path) -> list[str]:
     """How the metadata under root differs from the recorded entries (owner only when root)."""
     problems = []
     as_root = os.geteuid() == 0
+    xattrs = has_xattrs(root)
     for e in expected:
         path = root / e.path if e.path else root
         try:
-            got = _entry(e.path, path.lstat(), str(path.readlink()) if e.kind == "l" else "", where=path)
+            got = _entry(e.path, path.lstat(), str(path.readlink()) if e.kind == "l" else "", path if xattrs else None)
         except FileNotFoundError:
             problems.append(f"{e.path}: not restored")
             continue
