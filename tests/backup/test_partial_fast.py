@@ -22,7 +22,7 @@ CHANGED = ["plaincanary.txt", "plaindir-00/plainsub-0/plainfile-00000.txt", "pla
 @pytest.fixture
 def lab(tmp_path: Path) -> FastLab:
     lab = make_fast_lab(tmp_path)
-    fill(lab.data, small=20, large=1, large_size=8192, sparse=1 << 14)
+    fill(lab.data, small=6, large=1, large_size=8192, sparse=1 << 14)
     return lab
 
 
