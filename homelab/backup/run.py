@@ -179,7 +179,8 @@ def _sync_one(
     )
     if not sync.ok:
         entry.result, entry.error = "failed", sync.why("sync")
-        listing.upload_partial(ctx, run_id, d, entry, entries, check.differ + check.missing)
+        if not sync.timed_out:  # a remote that stopped answering would only make the run wait longer
+            listing.upload_partial(ctx, run_id, d, entry, entries, check.differ + check.missing)
         return entry
     entry.checked_files = check.matched
     if options.deep and not check.problems:
