@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 import subprocess
 import unicodedata
 from pathlib import Path
@@ -298,6 +299,20 @@ def test_length_is_counted_as_the_crypt_sees_the_name_and_the_quote_character_is
     assert "rclone cannot read a name holding U+201B: odd\u201bquote" in str(failed.value)
 
 
+# a POSIX access ACL as the kernel stores it (version 2; tag, perm, id): user::rwx user:1000:r-x group::r-x
+# mask::r-x other::---
+ACL = struct.pack("<I", 2) + b"".join(
+    struct.pack("<HHI", tag, perm, uid)
+    for tag, perm, uid in [
+        (1, 7, 2**32 - 1),
+        (2, 5, 1000),
+        (4, 5, 2**32 - 1),
+        (0x10, 5, 2**32 - 1),
+        (0x20, 0, 2**32 - 1),
+    ]
+)
+
+
 def test_hardlinks_holes_and_xattrs_come_back(lab: FastLab, tmp_path: Path) -> None:
     """tmp_path is ext4 or tmpfs: xattrs work there (zfs-fuse has none). The snapshot fake copies with cp -a
     (links, holes and xattrs kept); the rclone fake, like rclone, writes each name as a separate, full file."""
@@ -306,6 +321,7 @@ def test_hardlinks_holes_and_xattrs_come_back(lab: FastLab, tmp_path: Path) -> N
     os.setxattr(lab.data / "plaincanary.txt", "user.app.tag", b"\x00\xffbinary")
     os.setxattr(lab.data / "plaindir-01", "user.folder", b"x" * 300)
     os.setxattr(lab.data / "plainsparse.img", "user.empty", b"")
+    os.setxattr(lab.data / "plaindir-02", "system.posix_acl_access", ACL)
     ctx = lab.ctx()
     record = run_backup(ctx).record
     snapshot = lab.zfs.snapshot_dir(lab.dataset, record.snapshot)
@@ -321,6 +337,7 @@ def test_hardlinks_holes_and_xattrs_come_back(lab: FastLab, tmp_path: Path) -> N
     assert os.getxattr(target / "plaincanary.txt", "user.app.tag") == b"\x00\xffbinary"
     assert os.getxattr(target / "plaindir-01", "user.folder") == b"x" * 300
     assert os.getxattr(target / "plainsparse.img", "user.empty") == b""
+    assert os.getxattr(target / "plaindir-02", "system.posix_acl_access") == ACL
     assert drill(ctx, full=True).result == "success"  # compares links and xattrs too
     os.removexattr(target / "plaindir-01", "user.folder")
     listed = ctx.state.manifest(record.datasets[0].manifest)
