@@ -46,7 +46,7 @@ def drill(
                 continue
             entries = ctx.state.manifest(last.entry.manifest)
             objects = [e for e in entries if e.kind != "d"]
-            chosen = entries if full else rng.sample(objects, min(sample, len(objects)))
+            chosen = entries if full else _with_link_targets(rng.sample(objects, min(sample, len(objects))), objects)
             found = _drill_one(ctx, d, remote, last, chosen)
             problems += found
             checked += len(chosen)
@@ -66,6 +66,14 @@ def drill(
     if problems:
         raise BackupError("drill failed:\n  " + "\n  ".join(problems[:20]))
     return record
+
+
+def _with_link_targets(sample: list[tree.Entry], objects: list[tree.Entry]) -> list[tree.Entry]:
+    """The sample plus the first name of every hardlink it holds: a second name restored alone would have
+    nothing to be linked to, and the drill would call an intact backup broken."""
+    by_path = {e.path: e for e in objects}
+    targets = {e.link for e in sample if e.link} - {e.path for e in sample}
+    return sample + [by_path[path] for path in sorted(targets) if path in by_path]
 
 
 def _drill_one(ctx: Context, d: Dataset, remote: str, last: LastGood, chosen: list[tree.Entry]) -> list[str]:
