@@ -54,14 +54,18 @@ def up(
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
     from homelab.runtime.docker import Docker
-    from homelab.upgrade import guard_for, read_composes
+    from homelab.runtime.zfs import ZfsCli
+    from homelab.upgrade import guard_for, read_composes, recover
 
     began = time.monotonic()
     loaded = load(config)
     docker = Docker()
     docker.check()
     guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
-    previous = read_composes((out or default_out(loaded)).resolve())
+    stacks_dir = (out or default_out(loaded)).resolve()
+    if not dry_run:  # the upgrade journal first: finish or undo what a killed `up` left half done
+        recover(stacks_dir, docker, ZfsCli(), timeout=timeout, progress=_progress(ctx))
+    previous = read_composes(stacks_dir)
     result = render_project(loaded, out, force=force, dry_run=dry_run)
     selected = apply.select_stacks(result.plan, stacks or [])
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]

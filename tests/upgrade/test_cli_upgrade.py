@@ -45,7 +45,7 @@ def test_list_and_rollback_by_hand(deployment: Deployment, monkeypatch: pytest.M
     assert "rollback: dev is back on the version before" in back.output
     assert upgrade.list_records(deployment.out)[0].state == "rolled-back"
     again = _run(deployment, "rollback", "dev")
-    assert again.exit_code == 2
+    assert again.exit_code == 5  # ExitCode.REFUSED
     assert "error: dev: no upgrade to roll back (homelab upgrade --list shows them)" in again.output
 
 
@@ -53,7 +53,7 @@ def test_rollback_of_a_stack_never_upgraded_is_refused(deployment: Deployment, m
     fake = FakeDocker()
     monkeypatch.setattr(docker_module, "Docker", lambda: fake)
     result = _run(deployment, "rollback", "media")
-    assert result.exit_code == 2 and "media: no upgrade to roll back" in result.output
+    assert result.exit_code == 5 and "media: no upgrade to roll back" in result.output
     assert fake.changes() == []
 
 

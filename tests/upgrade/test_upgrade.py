@@ -193,7 +193,7 @@ def test_a_dataset_not_on_zfs_or_too_full_is_refused_before_anything_changes(dep
     message = str(caught.value)
     assert f"dataset {datasets[0]} has 10 MiB free" in message
     assert f"dataset {datasets[-1]} is not on ZFS" in message
-    assert "--no-snapshot" in message and caught.value.exit_code == 2
+    assert "--no-snapshot" in message and caught.value.exit_code == 5
     assert docker.changes() == [] and zfs.changes() == []
 
 
