@@ -313,7 +313,11 @@ class Guard:
 
     def _prepare(self, upgrade: Upgrade) -> Record:
         """Journal, dump, snapshot: the stack itself is not touched until the journal says "applying"."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        base = stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        n = 0
+        while (self.out / RECORDS_DIR / f"{upgrade.stack}-{stamp}").exists():  # a retry within the second
+            n += 1
+            stamp = f"{base}-{n}"
         pid = os.getpid()
         record = Record(upgrade.stack, stamp, list(upgrade.datasets), list(upgrade.changes), pid=pid)
         record.started = process_started(pid)
