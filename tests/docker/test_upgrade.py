@@ -59,6 +59,7 @@ def versions(engine, zfs_daemon, tmp_path_factory) -> Iterator[dict[str, str]]: 
 @pytest.fixture
 def box(engine, versions, make_pool, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("HOMELAB_COMPOSE", engine["HOMELAB_COMPOSE"])
+    monkeypatch.setenv("HOMELAB_BACKUP_STATE", str(tmp_path / "backup-state"))  # no backup runs here
     pool = make_pool("128M")
     dataset = f"{pool}/app"
     subprocess.run(["zfs", "create", dataset], check=True, capture_output=True)
@@ -82,7 +83,9 @@ class Box:
         return Plan(None, None, {STACK: stack}, [], [], [dataset], {})  # type: ignore[arg-type]
 
     def up(self, version: str) -> None:
-        """What `homelab up` does: keep the previous compose.yaml, write the new one, converge, apply."""
+        """What `homelab up` does: read the upgrade journal first (finish or undo what a killed run left),
+        keep the previous compose.yaml, write the new one, converge, apply."""
+        upgrade.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append)
         previous = upgrade.read_composes(self.out)
         compose = {
             "services": {
