@@ -76,18 +76,14 @@ class Box:
         self.docker, self.zfs = Docker(), ZfsCli()
         self.said: list[str] = []
 
-    def plan(self, version: str) -> Plan:
+    def services(self, version: str) -> tuple[dict[str, Service], list[Dataset]]:
+        """The stack as the plan has it: its services and the datasets they mount."""
         service = Service(name="app", image=self.versions[version], mounts=[Mount(str(self.data), "/data", False)])
-        stack = Stack(STACK, services={"app": service})
-        dataset = Dataset(STACK, "data", self.dataset, str(self.data), {}, 0, 0, False, "test data")
-        return Plan(None, None, {STACK: stack}, [], [], [dataset], {})  # type: ignore[arg-type]
+        return {"app": service}, [Dataset(STACK, "data", self.dataset, str(self.data), {}, 0, 0, False, "test data")]
 
-    def up(self, version: str) -> None:
-        """What `homelab up` does: read the upgrade journal first (finish or undo what a killed run left),
-        keep the previous compose.yaml, write the new one, converge, apply."""
-        upgrade.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append)
-        previous = upgrade.read_composes(self.out)
-        compose = {
+    def compose(self, version: str) -> dict:  # type: ignore[type-arg]
+        """The stack's compose.yaml for `version`."""
+        return {
             "services": {
                 "app": {
                     "image": self.versions[version],
@@ -96,8 +92,18 @@ class Box:
                 }
             }
         }
+
+    def plan(self, version: str) -> Plan:
+        services, datasets = self.services(version)
+        return Plan(None, None, {STACK: Stack(STACK, services=services)}, [], [], datasets, {})  # type: ignore[arg-type]
+
+    def up(self, version: str) -> None:
+        """What `homelab up` does: read the upgrade journal first (finish or undo what a killed run left),
+        keep the previous compose.yaml, write the new one, converge, apply."""
+        upgrade.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append)
+        previous = upgrade.read_composes(self.out)
         (self.out / STACK).mkdir(parents=True, exist_ok=True)
-        write_owned(self.out, {f"{STACK}/{COMPOSE_FILE}": yaml.safe_dump(compose).encode()})
+        write_owned(self.out, {f"{STACK}/{COMPOSE_FILE}": yaml.safe_dump(self.compose(version)).encode()})
         plan = self.plan(version)
         convergence = apply.converge(
             plan,
@@ -112,8 +118,8 @@ class Box:
         )
         apply.apply(convergence, plan, self.docker, timeout=60, progress=self.said.append, zfs=self.zfs, guard=guard)
 
-    def running(self) -> tuple[str, str | None]:
-        (container,) = self.docker.containers([f"homelab-{STACK}"])
+    def running(self, service: str = "app") -> tuple[str, str | None]:
+        (container,) = [c for c in self.docker.containers([f"homelab-{STACK}"]) if c.service == service]
         return container.image, container.health
 
 
