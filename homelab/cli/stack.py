@@ -54,8 +54,7 @@ def up(
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
     from homelab.runtime.docker import Docker
-    from homelab.runtime.zfs import ZfsCli
-    from homelab.upgrade import guard_for, read_composes, recover
+    from homelab.upgrade import guard_for, journal_first
 
     began = time.monotonic()
     loaded = load(config)
@@ -63,9 +62,7 @@ def up(
     docker.check()
     guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     stacks_dir = (out or default_out(loaded)).resolve()
-    if not dry_run:  # the upgrade journal first: finish or undo what a killed `up` left half done
-        recover(stacks_dir, docker, ZfsCli(), timeout=timeout, progress=_progress(ctx))
-    previous = read_composes(stacks_dir)
+    previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run)
     result = render_project(loaded, out, force=force, dry_run=dry_run)
     selected = apply.select_stacks(result.plan, stacks or [])
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]

@@ -18,7 +18,7 @@ import standins
 import yaml
 from dockerlab import remove_homelab_resources
 
-from homelab import apply, upgrade
+from homelab import apply, upgrade, upgrade_journal, upgrade_undo
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
 from homelab.plan import Dataset, Mount, Plan, Service, Stack
@@ -100,7 +100,7 @@ class Box:
     def up(self, version: str) -> None:
         """What `homelab up` does: read the upgrade journal first (finish or undo what a killed run left),
         keep the previous compose.yaml, write the new one, converge, apply."""
-        upgrade.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append)
+        upgrade_undo.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append)
         previous = upgrade.read_composes(self.out)
         (self.out / STACK).mkdir(parents=True, exist_ok=True)
         write_owned(self.out, {f"{STACK}/{COMPOSE_FILE}": yaml.safe_dump(self.compose(version)).encode()})
@@ -127,14 +127,14 @@ def test_a_bad_upgrade_rolls_back_to_v1_with_byte_identical_data(box: Box) -> No
     box.up("v1")
     before = (box.data / "db").read_bytes()
     assert before.startswith(b"format-1")
-    with pytest.raises(upgrade.RolledBack) as caught:
+    with pytest.raises(upgrade_journal.RolledBack) as caught:
         box.up("v2-bad")
     assert "rolled back" in str(caught.value)
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before
-    (record,) = upgrade.list_records(box.out)
+    (record,) = upgrade_journal.list_records(box.out)
     assert record.state == "rolled-back" and record.snapshot
-    assert (box.out / upgrade.RECORDS_DIR / record.folder_name / "app.log").is_file()
+    assert (box.out / upgrade_journal.RECORDS_DIR / record.folder_name / "app.log").is_file()
     assert record.snapshot in box.zfs.snapshots(box.dataset)
 
 
@@ -144,8 +144,8 @@ def test_a_good_upgrade_stays_and_rollback_by_hand_returns_to_v1_and_its_data(bo
     box.up("v2-good")
     assert box.running() == (box.versions["v2-good"], "healthy")
     assert (box.data / "db").read_bytes().startswith(b"format-2")
-    (record,) = upgrade.list_records(box.out)
+    (record,) = upgrade_journal.list_records(box.out)
     assert record.state == "upgraded" and record.snapshot in box.zfs.snapshots(box.dataset)
-    upgrade.rollback(box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append)
+    upgrade_undo.rollback(box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append)
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before

@@ -9,8 +9,6 @@ upstream's docker-entrypoint.sh this test relies on (ENTRYPOINT below). The app 
 
 from __future__ import annotations
 
-import glob
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ import pytest
 import standins
 from test_upgrade import STACK, Box, versions  # noqa: F401 - fixture
 
-from homelab import upgrade
+from homelab import upgrade, upgrade_journal, upgrade_undo
 from homelab.plan import Dataset, Mount, Service
 from tests.conftest import missing
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
@@ -67,25 +65,27 @@ def postgres_image(work: Path) -> str:
             missing(f"PostgreSQL 15 ({PG}/bin/{program}; Debian postgresql-15)")
     root = standins.Rootfs(work / "postgres.tar")
     root.busybox()
-    files = {f"{PG}/bin/{p}" for p in PROGRAMS} | set(glob.glob(f"{PG}/lib/*.so"))
+    files = {f"{PG}/bin/{p}" for p in PROGRAMS} | {str(p) for p in Path(PG, "lib").glob("*.so")}
     libs = set()
-    for path in files:
+    for path in files:  # each library once (Rootfs.with_libs would add the shared ones again)
         for line in subprocess.run(["ldd", path], capture_output=True, text=True, check=False).stdout.splitlines():
             parts = line.split()
             lib = parts[2] if "=>" in parts and len(parts) >= 3 else parts[0]
-            if lib.startswith("/") and os.path.exists(lib):
+            if lib.startswith("/") and Path(lib).exists():
                 libs.add(lib)
     for path in sorted(files | libs):
         root.file(path.lstrip("/"), path)
     for program in PROGRAMS:
         root.link(f"usr/local/bin/{program}", f"{PG}/bin/{program}")
-    for path in glob.glob("/usr/share/postgresql/15/**", recursive=True):
-        if os.path.isfile(path):
-            root.file(path.lstrip("/"), path, mode=0o644)
+    for share in Path("/usr/share/postgresql/15").rglob("*"):
+        if share.is_file():
+            root.file(str(share).lstrip("/"), share, mode=0o644)
     for zone in ("UTC", "Etc/UTC"):
         root.file(f"usr/share/zoneinfo/{zone}", f"/usr/share/zoneinfo/{zone}", mode=0o644)
     root.file("usr/local/bin/docker-entrypoint.sh", data=ENTRYPOINT)
-    root.file("etc/passwd", data=b"root:x:0:0::/root:/bin/sh\npostgres:x:70:70::/var/lib/postgresql:/bin/sh\n", mode=0o644)
+    root.file(
+        "etc/passwd", data=b"root:x:0:0::/root:/bin/sh\npostgres:x:70:70::/var/lib/postgresql:/bin/sh\n", mode=0o644
+    )
     root.file("etc/group", data=b"root:x:0:\npostgres:x:70:\n", mode=0o644)
     root.dir("var/run/postgresql", 0o3775)
     return root.import_as(
@@ -111,7 +111,9 @@ class PgBox(Box):
     def services(self, version: str) -> tuple[dict[str, Service], list[Dataset]]:
         services, datasets = super().services(version)
         env = {"POSTGRES_USER": "nextcloud", "POSTGRES_DB": "nextcloud"}
-        services["db"] = Service("db", self.pg_image, environment=env, mounts=[Mount(str(self.pg_data), upgrade.PGDATA, False)])
+        services["db"] = Service(
+            "db", self.pg_image, environment=env, mounts=[Mount(str(self.pg_data), upgrade.PGDATA, False)]
+        )
         datasets.append(Dataset(STACK, "db", self.pg_dataset, str(self.pg_data), {}, 70, 70, False, "pages"))
         return services, datasets
 
@@ -157,7 +159,15 @@ def pgbox(engine, versions, postgres, make_pool, tmp_path, monkeypatch) -> Itera
                 ).stdout.strip()
             )
         )  # fmt: skip
-    yield PgBox(tmp_path / "stacks", f"{pool}/app", folders[0], versions, pg_dataset=f"{pool}/pg", pg_data=folders[1], image=postgres)
+    yield PgBox(
+        tmp_path / "stacks",
+        f"{pool}/app",
+        folders[0],
+        versions,
+        pg_dataset=f"{pool}/pg",
+        pg_data=folders[1],
+        image=postgres,
+    )
     from dockerlab import remove_homelab_resources
 
     remove_homelab_resources()
@@ -165,10 +175,12 @@ def pgbox(engine, versions, postgres, make_pool, tmp_path, monkeypatch) -> Itera
 
 def test_postgres_is_dumped_into_its_dataset_and_the_snapshot_holds_the_dump(pgbox: PgBox) -> None:
     pgbox.up("v1")
-    pgbox.sql("-c", "CREATE TABLE notes (id int PRIMARY KEY, body text); INSERT INTO notes VALUES (1, 'before the upgrade')")
+    pgbox.sql(
+        "-c", "CREATE TABLE notes (id int PRIMARY KEY, body text); INSERT INTO notes VALUES (1, 'before the upgrade')"
+    )
     pgbox.up("v2-good")
     assert pgbox.running() == (pgbox.versions["v2-good"], "healthy")
-    (record,) = upgrade.list_records(pgbox.out)
+    (record,) = upgrade_journal.list_records(pgbox.out)
     dump = pgbox.pg_data / upgrade.DUMP_FILE
     assert record.state == "upgraded" and record.dumps == [str(dump)]
     assert dump.stat().st_mode & 0o777 == 0o600
@@ -186,7 +198,7 @@ def test_postgres_is_dumped_into_its_dataset_and_the_snapshot_holds_the_dump(pgb
     pgbox.sql("-c", "INSERT INTO notes VALUES (2, 'after the upgrade')")
     saved = dump.read_bytes()
     dump.unlink()
-    upgrade.rollback(pgbox.out, pgbox.docker, pgbox.zfs, STACK, timeout=120, progress=pgbox.said.append)
+    upgrade_undo.rollback(pgbox.out, pgbox.docker, pgbox.zfs, STACK, timeout=120, progress=pgbox.said.append)
     assert dump.read_bytes() == saved
     assert pgbox.running("db")[1] == "healthy"
     assert pgbox.sql("-c", "SELECT count(*) FROM notes") == "1"

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from test_upgrade import STACK, Box, box, versions  # noqa: F401 - fixtures
 
-from homelab import upgrade
+from homelab import upgrade_journal, upgrade_undo
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.docker, pytest.mark.real]
@@ -43,7 +43,7 @@ def _kill_during(box: Box, version: str, reached: Callable[[Path], bool], hold: 
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent.parent)]),
-        upgrade.HOLD_ENV: f"{hold}:{marker}" if hold else "",
+        upgrade_journal.HOLD_ENV: f"{hold}:{marker}" if hold else "",
     }
     log = box.out.parent / f"killed-{version}.log"
     args = json.dumps([str(box.out), box.dataset, str(box.data), box.versions, version])
@@ -64,14 +64,22 @@ def _kill_during(box: Box, version: str, reached: Callable[[Path], bool], hold: 
     return log.read_text()
 
 
-def _journal(box: Box) -> upgrade.Record:
-    (record,) = upgrade.list_records(box.out)
+def _journal(box: Box) -> upgrade_journal.Record:
+    (record,) = upgrade_journal.list_records(box.out)
     return record
 
 
 def _images_of_project(box: Box) -> list[str]:
     out = subprocess.run(
-        ["docker", "ps", "-a", "--filter", f"label=com.docker.compose.project=homelab-{STACK}", "--format", "{{.Image}}"],
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--filter",
+            f"label=com.docker.compose.project=homelab-{STACK}",
+            "--format",
+            "{{.Image}}",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -92,7 +100,7 @@ def test_killed_after_the_snapshot_the_next_up_finishes_the_upgrade(box: Box) ->
     record = _journal(box)
     assert record.state == "upgraded" and "finished by the next up" in record.notes[-1]
     assert (box.data / "db").read_bytes().startswith(b"format-2")
-    upgrade.rollback(box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append)
+    upgrade_undo.rollback(box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append)
     assert (box.data / "db").read_bytes() == before  # nothing lost: v1's data is still there to go back to
 
 
@@ -101,13 +109,13 @@ def test_killed_while_compose_starts_the_new_version_the_next_up_rolls_the_bad_o
     before = (box.data / "db").read_bytes()
     _kill_during(box, "v2-bad", lambda _marker: box.versions["v2-bad"] in _images_of_project(box))
     assert _journal(box).state == "applying"
-    with pytest.raises(upgrade.RolledBack, match="rolled back"):
+    with pytest.raises(upgrade_journal.RolledBack, match="rolled back"):
         box.up("v2-bad")
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before
     record = _journal(box)
     assert record.state == "rolled-back"
-    assert (box.out / upgrade.RECORDS_DIR / record.folder_name / "app.log").is_file()
+    assert (box.out / upgrade_journal.RECORDS_DIR / record.folder_name / "app.log").is_file()
 
 
 def test_killed_while_rolling_back_the_next_up_finishes_the_rollback(box: Box) -> None:
@@ -116,7 +124,7 @@ def test_killed_while_rolling_back_the_next_up_finishes_the_rollback(box: Box) -
     _kill_during(box, "v2-bad", Path.exists, hold="rolling-back")
     assert _journal(box).state == "rolling-back"
     assert box.running()[0] == box.versions["v2-bad"]  # the failed version is still there
-    with pytest.raises(upgrade.RolledBack, match="interrupted rollback"):
+    with pytest.raises(upgrade_journal.RolledBack, match="interrupted rollback"):
         box.up("v2-bad")
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before

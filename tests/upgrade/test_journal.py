@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homelab import apply, upgrade
+from homelab import apply, upgrade, upgrade_journal, upgrade_undo
 from homelab.errors import HomelabError
 from homelab.layout import project_name
 from tests.fakes.docker import container
@@ -34,20 +34,20 @@ class Killed(BaseException):
 def _kill_at(monkeypatch: pytest.MonkeyPatch, state: str) -> list[str]:
     """Record every journal state entered; die right after `state` is saved."""
     seen: list[str] = []
-    step = upgrade.Record.step
+    step = upgrade_journal.Record.step
 
-    def dying(self: upgrade.Record, out: Path, new: upgrade.State) -> None:
+    def dying(self: upgrade_journal.Record, out: Path, new: upgrade_journal.State) -> None:
         step(self, out, new)
         seen.append(new)
         if new == state:
             raise Killed
 
-    monkeypatch.setattr(upgrade.Record, "step", dying)
+    monkeypatch.setattr(upgrade_journal.Record, "step", dying)
     return seen
 
 
 def _recover(deployment: Deployment, docker: ImageDocker, zfs: FakeZfs, said: list[str] | None = None):  # type: ignore[no-untyped-def]
-    return upgrade.recover(
+    return upgrade_undo.recover(
         deployment.out, docker, zfs, timeout=30, progress=(said if said is not None else []).append
     )
 
@@ -61,17 +61,17 @@ def test_the_journal_is_saved_0600_before_each_step(deployment: Deployment, monk
     seen = _kill_at(monkeypatch, "never")
     _up(deployment, docker, zfs)
     assert seen == ["snapshotting", "applying", "upgraded"]
-    (record,) = upgrade.list_records(deployment.out)
-    folder = deployment.out / upgrade.RECORDS_DIR / record.folder_name
+    (record,) = upgrade_journal.list_records(deployment.out)
+    folder = deployment.out / upgrade_journal.RECORDS_DIR / record.folder_name
     assert stat.S_IMODE((folder / "record.json").stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    assert record.pid == os.getpid() and record.started == upgrade.process_started(os.getpid()) != ""
+    assert record.pid == os.getpid() and record.started == upgrade_journal.process_started(os.getpid()) != ""
     assert not list(folder.glob(".*.tmp"))
 
     docker.bad.add(deployment.plan.stacks["dev"].services["gitea"].image)
     docker.running = [c if c.service != "gitea" else container(DEV, "gitea", image=OLD) for c in docker.running]
     seen.clear()
-    with pytest.raises(upgrade.RolledBack):
+    with pytest.raises(upgrade_journal.RolledBack):
         _up(deployment, docker, zfs)
     assert seen == ["snapshotting", "applying", "rolling-back", "rolled-back"]
 
@@ -100,7 +100,7 @@ def test_killed_while_snapshotting_the_next_up_removes_its_snapshots_and_starts_
     assert [n for n in zfs.local if "@homelab-upgrade-" in n] == []
     assert any("interrupted while snapshotting" in line for line in said), said
     _up(deployment, docker, zfs)  # the `up` that recovered goes on: a fresh upgrade
-    assert [r.state for r in upgrade.list_records(deployment.out)] == ["abandoned", "upgraded"]
+    assert [r.state for r in upgrade_journal.list_records(deployment.out)] == ["abandoned", "upgraded"]
     assert _gitea(docker).image != OLD
 
 
@@ -130,9 +130,9 @@ def test_killed_after_the_snapshot_of_a_bad_version_the_next_up_rolls_it_back(
     with pytest.raises(Killed):
         _up(deployment, docker, zfs)
     monkeypatch.undo()
-    with pytest.raises(upgrade.RolledBack, match="rolled back"):
+    with pytest.raises(upgrade_journal.RolledBack, match="rolled back"):
         _recover(deployment, docker, zfs)
-    (record,) = upgrade.list_records(deployment.out)
+    (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "rolled-back"
     assert sorted(c[1] for c in zfs.changes() if c[0] == "rollback") == sorted(
         f"{d}@{record.snapshot}" for d in datasets
@@ -150,14 +150,14 @@ def test_killed_while_rolling_back_the_next_up_finishes_the_rollback(
         _up(deployment, docker, zfs)
     monkeypatch.undo()
     assert _gitea(docker).image != OLD  # the bad version still runs
-    with pytest.raises(upgrade.RolledBack, match="interrupted rollback"):
+    with pytest.raises(upgrade_journal.RolledBack, match="interrupted rollback"):
         _recover(deployment, docker, zfs)
-    (record,) = upgrade.list_records(deployment.out)
+    (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "rolled-back"
     assert _gitea(docker).image == OLD and _gitea(docker).health == "healthy"
     assert len([c for c in zfs.changes() if c[0] == "rollback"]) == len(datasets)
-    with pytest.raises(upgrade.UpgradeRefused, match="no upgrade to roll back"):
-        upgrade.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
+    with pytest.raises(upgrade_journal.UpgradeRefused, match="no upgrade to roll back"):
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
 
 
 def test_an_upgrade_whose_homelab_still_runs_is_not_recovered(
@@ -168,15 +168,15 @@ def test_an_upgrade_whose_homelab_still_runs_is_not_recovered(
     with pytest.raises(Killed):
         _up(deployment, docker, zfs)
     monkeypatch.undo()
-    (record,) = upgrade.list_records(deployment.out)
-    record.pid, record.started = os.getppid(), upgrade.process_started(os.getppid())  # alive, not us
+    (record,) = upgrade_journal.list_records(deployment.out)
+    record.pid, record.started = os.getppid(), upgrade_journal.process_started(os.getppid())  # alive, not us
     record.save(deployment.out)
     docker.calls.clear()
-    with pytest.raises(upgrade.UpgradeRefused, match=f"running in homelab process {os.getppid()}") as caught:
+    with pytest.raises(upgrade_journal.UpgradeRefused, match=f"running in homelab process {os.getppid()}") as caught:
         _recover(deployment, docker, zfs)
     assert caught.value.exit_code == 5 and docker.changes() == []
-    with pytest.raises(upgrade.UpgradeRefused, match="interrupted; `homelab up` finishes"):
-        upgrade.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
+    with pytest.raises(upgrade_journal.UpgradeRefused, match="interrupted; `homelab up` finishes"):
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
     record.started = "1"  # the same pid, another process: the one that ran the upgrade is gone
     record.save(deployment.out)
     assert [r.state for r in _recover(deployment, docker, zfs)] == ["upgraded"]
@@ -184,10 +184,9 @@ def test_an_upgrade_whose_homelab_still_runs_is_not_recovered(
 
 def test_up_reads_the_journal_first(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
     """`homelab up` (in-process) after a killed one: the interrupted upgrade is finished, then the run goes on."""
-    from tests.upgrade.test_cli_upgrade import _run
-
     from homelab.runtime import docker as docker_module
     from homelab.runtime import zfs as zfs_module
+    from tests.upgrade.test_cli_upgrade import _run
 
     docker, zfs, _ = _setup(deployment)
     _kill_at(monkeypatch, "applying")
@@ -201,7 +200,7 @@ def test_up_reads_the_journal_first(deployment: Deployment, monkeypatch: pytest.
     assert result.exit_code == 0, result.output
     assert "dev: the upgrade of " in result.output and "was interrupted while applying" in result.output
     assert "dev: the interrupted upgrade is finished and healthy" in result.output
-    assert [r.state for r in upgrade.list_records(deployment.out)] == ["upgraded"]
+    assert [r.state for r in upgrade_journal.list_records(deployment.out)] == ["upgraded"]
 
 
 # --- the Postgres dump --------------------------------------------------------------------------------
@@ -265,7 +264,7 @@ def test_postgres_is_dumped_into_its_dataset_before_the_snapshot(deployment: Dep
     assert snapshots_at_dump == [[]]  # before any snapshot
     dump = folder / upgrade.DUMP_FILE
     assert dump.read_bytes().startswith(b"COPY public.oc_users")
-    (record,) = upgrade.list_records(deployment.out)
+    (record,) = upgrade_journal.list_records(deployment.out)
     assert record.dumps == [str(dump)] and record.state == "upgraded"
     db_dataset = next(d.name for d in deployment.plan.datasets if d.key == "nextcloud/db")
     assert f"{db_dataset}@{record.snapshot}" in zfs.local
@@ -278,15 +277,15 @@ def test_a_failed_dump_stops_the_upgrade_before_anything_changes(deployment: Dep
     docker, zfs, folder = _cloud(deployment)
     docker.exec_error["db"] = CommandFailed(["pg_dump"], 1, "", "pg_dump: error: connection refused")
     zfs.calls.clear()
-    with pytest.raises(HomelabError, match="(?s)nothing of the stack was changed.*connection refused"):
+    with pytest.raises(HomelabError, match=r"(?s)nothing of the stack was changed.*connection refused"):
         _up_cloud(deployment, docker, zfs, [])
     assert docker.changes() == [] and [c for c in zfs.changes() if c[0] == "snapshot"] == []
-    (record,) = upgrade.list_records(deployment.out)
+    (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "abandoned" and not (folder / upgrade.DUMP_FILE).exists()
 
 
 def test_a_stopped_postgres_needs_no_dump(deployment: Deployment) -> None:
-    docker, zfs, folder = _cloud(deployment)
+    docker, zfs, _ = _cloud(deployment)
     docker.running = [c if c.service != "db" else container(CLOUD, "db", state="exited") for c in docker.running]
     said: list[str] = []
     _up_cloud(deployment, docker, zfs, said)
@@ -308,7 +307,7 @@ def test_an_upgrade_is_refused_while_a_backup_reads_its_dataset(
     state = State(tmp_path / "backup-state")
     state.mark_running(Running(pid=os.getpid(), run="20261127T090000Z", snapshots={datasets[0]: "homelab-x"}))
     zfs.calls.clear()
-    with pytest.raises(upgrade.UpgradeRefused) as caught:
+    with pytest.raises(upgrade_journal.UpgradeRefused) as caught:
         _up(deployment, docker, zfs)
     message = str(caught.value)
     assert f"dataset {datasets[0]} is being read by backup run 20261127T090000Z (pid {os.getpid()})" in message
@@ -319,4 +318,4 @@ def test_an_upgrade_is_refused_while_a_backup_reads_its_dataset(
     state.mark_running(Running(pid=2**22 + 1, run="dead", snapshots={datasets[0]: "homelab-x"}))  # kill -9'd run
     docker.running = [c if c.service != "gitea" else container(DEV, "gitea", image=OLD) for c in docker.running]
     _up(deployment, docker, zfs)
-    assert upgrade.list_records(deployment.out)[-1].state == "upgraded"
+    assert upgrade_journal.list_records(deployment.out)[-1].state == "upgraded"
