@@ -97,9 +97,9 @@ class Box:
         services, datasets = self.services(version)
         return Plan(None, None, {STACK: Stack(STACK, services=services)}, [], [], datasets, {})  # type: ignore[arg-type]
 
-    def up(self, version: str) -> None:
-        """What `homelab up` does: read the upgrade journal first (finish or undo what a killed run left),
-        keep the previous compose.yaml, write the new one, converge, apply."""
+    def render(self, version: str) -> tuple[Plan, apply.Convergence, dict[str, bytes]]:
+        """What `homelab up` does before applying: read the upgrade journal first (finish or undo what a
+        killed run left), keep the previous compose.yaml, write the new one, converge."""
         upgrade_undo.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append)
         previous = upgrade.read_composes(self.out)
         (self.out / STACK).mkdir(parents=True, exist_ok=True)
@@ -113,6 +113,11 @@ class Box:
             changed_files=[f"{STACK}/{COMPOSE_FILE}"],
             include_removed_stacks=False,
         )
+        return plan, convergence, previous
+
+    def up(self, version: str) -> None:
+        """`homelab up` to `version`: render, then apply with the upgrade guard."""
+        plan, convergence, previous = self.render(version)
         guard = upgrade.guard_for(
             convergence, plan, self.out, self.docker, previous, True, 60, self.said.append, zfs=self.zfs
         )
