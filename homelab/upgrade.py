@@ -212,8 +212,9 @@ def rollback_compose(previous: bytes, changes: tuple[ImageChange, ...]) -> bytes
 
 @dataclass
 class Guard:
-    """Wraps apply's step for each stack (apply.apply(..., guard=...)): snapshot before an upgrade,
-    roll back when the health gate fails. `previous` maps a stack to its compose.yaml before this render."""
+    """Wraps apply's step for each stack (apply.apply(..., guard=...)): journal, dump and snapshot before
+    an upgrade, roll back when the health gate fails. `previous` maps a stack to its compose.yaml before
+    this render."""
 
     out: Path
     docker: Engine
