@@ -108,26 +108,23 @@ def find_upgrades(convergence: Convergence, plan: Plan) -> list[Upgrade]:
     return result
 
 
-def held_by_backup(plan: Plan) -> dict[str, str]:
-    """dataset -> the backup run holding it: the running.json marker `backup run` keeps while it reads
-    its snapshots (homelab/backup/state.py), while that run's process lives. The state folder is the
-    one `backup` uses: $HOMELAB_BACKUP_STATE, else backup.state_dir (homelab.backup.context)."""
+def held_by_backup(plan: Plan) -> set[str]:
+    """The datasets a live backup run is reading (homelab.backup.lock: markers the run holds flock'ed, so
+    one a killed run left never counts), in the state folder `backup` uses: $HOMELAB_BACKUP_STATE, else
+    backup.state_dir (homelab.backup.context.default_state_dir)."""
     from homelab.backup.context import STATE_ENV  # the backup package: only when an upgrade is about to run
-    from homelab.backup.state import State
+    from homelab.backup.lock import running_datasets
 
-    marker = State(Path(os.environ.get(STATE_ENV) or plan.config.backup_state_dir)).running()
-    if marker is None:
-        return {}
-    return {name: f"backup run {marker.run} (pid {marker.pid})" for name in marker.snapshots}
+    return running_datasets(Path(os.environ.get(STATE_ENV) or plan.config.backup_state_dir))
 
 
-def refusals(upgrades: list[Upgrade], zfs: Zfs, held: dict[str, str] | None = None) -> list[str]:
+def refusals(upgrades: list[Upgrade], zfs: Zfs, held: set[str] | None = None) -> list[str]:
     """Why some upgrade could not be undone: a dataset not on ZFS, too little room for the snapshot
     to diverge (less than a tenth of the data it holds, and never under MIN_FREE), or a running backup
     reading it (its snapshot and clone would stand in the way of `zfs rollback`)."""
     if not upgrades:
         return []
-    held = held or {}
+    held = held or set()
     try:
         known = set(zfs.names())
     except CommandFailed:
@@ -136,7 +133,7 @@ def refusals(upgrades: list[Upgrade], zfs: Zfs, held: dict[str, str] | None = No
     for up in upgrades:
         for name in up.datasets:
             if name in held:
-                problems.append(f"{up.stack}: dataset {name} is being read by {held[name]}; wait for it to end")
+                problems.append(f"{up.stack}: dataset {name} is being read by a running backup; wait for it to end")
             if name not in known:
                 problems.append(f"{up.stack}: dataset {name} is not on ZFS, so no snapshot can be taken")
                 continue

@@ -299,23 +299,24 @@ def test_a_stopped_postgres_needs_no_dump(deployment: Deployment) -> None:
 def test_an_upgrade_is_refused_while_a_backup_reads_its_dataset(
     deployment: Deployment, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from homelab.backup.records import Running
-    from homelab.backup.state import State
+    from homelab.backup import lock
 
     docker, zfs, datasets = _setup(deployment)
-    monkeypatch.setenv("HOMELAB_BACKUP_STATE", str(tmp_path / "backup-state"))
-    state = State(tmp_path / "backup-state")
-    state.mark_running(Running(pid=os.getpid(), run="20261127T090000Z", snapshots={datasets[0]: "homelab-x"}))
-    zfs.calls.clear()
-    with pytest.raises(upgrade_journal.UpgradeRefused) as caught:
-        _up(deployment, docker, zfs)
-    message = str(caught.value)
-    assert f"dataset {datasets[0]} is being read by backup run 20261127T090000Z (pid {os.getpid()})" in message
-    assert "wait for the backup" in message and caught.value.exit_code == 5
-    assert docker.changes() == [] and zfs.changes() == []
-    _up(deployment, docker, zfs, snapshot=False)  # --no-snapshot: no snapshot for the backup to stand in front of
+    state_dir = tmp_path / "backup-state"
+    monkeypatch.setenv("HOMELAB_BACKUP_STATE", str(state_dir))
+    with lock.holding(state_dir, [datasets[0]], "20261127T090000Z"):  # what `backup run` holds while it reads
+        zfs.calls.clear()
+        with pytest.raises(upgrade_journal.UpgradeRefused) as caught:
+            _up(deployment, docker, zfs)
+        message = str(caught.value)
+        assert f"dataset {datasets[0]} is being read by a running backup" in message
+        assert "wait for the backup" in message and caught.value.exit_code == 5
+        assert docker.changes() == [] and zfs.changes() == []
+        _up(deployment, docker, zfs, snapshot=False)  # --no-snapshot: no snapshot for the backup to be in the way of
+    assert upgrade_journal.list_records(deployment.out)[-1].state == "upgraded"
 
-    state.mark_running(Running(pid=2**22 + 1, run="dead", snapshots={datasets[0]: "homelab-x"}))  # kill -9'd run
+    stale = state_dir / lock.FOLDER / (datasets[0].replace("/", "%") + lock.SUFFIX)
+    stale.write_text('{"pid": 1, "run": "killed", "dataset": "x"}\n')  # a killed run's marker: not locked
     docker.running = [c if c.service != "gitea" else container(DEV, "gitea", image=OLD) for c in docker.running]
     _up(deployment, docker, zfs)
-    assert upgrade_journal.list_records(deployment.out)[-1].state == "upgraded"
+    assert upgrade_journal.list_records(deployment.out)[-1].snapshot is not None
