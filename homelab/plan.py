@@ -126,6 +126,8 @@ class Plan:
     datasets: list[Dataset]
     secrets: dict[str, Secret]
     inventory: Inventory | None = None  # the sensors `homelab monitor discover` found (monitoring.inventory)
+    # certificate name sets past staging (homelab.certs.staging.with_stages): the edge orders them from production
+    production_ready: frozenset[frozenset[str]] = frozenset()
 
     def route_for(self, stack: str, service: str) -> Route | None:
         return next((r for r in self.routes if r.stack == stack and r.service == service), None)
@@ -177,9 +179,10 @@ def _hostname(config: Config, label: str) -> str:
     return f"{label}.{config.domain.name}"
 
 
-def build_plan(loaded: LoadedConfig) -> Plan:
+def build_plan(loaded: LoadedConfig, extra_entries: tuple[str, ...] = ()) -> Plan:
+    """`extra_entries`: catalog entries no config key enables (local mode's CA, homelab/local.py)."""
     config = loaded.config
-    entries = _entries(config)
+    entries = _entries(config) + [entry(name) for name in extra_entries]
     plan = Plan(
         config=config,
         profile=load_profile(config.server.profile),

