@@ -195,7 +195,8 @@ def down(
 
 @app.command()
 def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json: JsonOption = False) -> None:
-    """Per service: state, health, image, route URL, certificate expiry, last change; then drift
+    """Per service: state, health, image, route URL, certificate expiry, last change, memory in use / limit,
+    restarts (and whether the last exit was an OOM kill); then drift
     (containers changed by hand, strays; `up` repairs them)."""
     from homelab import drift
     from homelab import status as service_status
@@ -214,9 +215,20 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     if as_json:
         emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
         raise typer.Exit(1 if bad else 0)
-    header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE")
+    header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE", "MEMORY", "RESTARTS")
     table = [header] + [
-        (f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change) for r in rows
+        (
+            f"{r.stack}/{r.service}",
+            r.state,
+            r.health,
+            r.image,
+            r.url,
+            r.cert_expiry,
+            r.last_change,
+            r.memory,
+            f"{r.restarts}{' (OOM-killed)' if r.oom_killed else ''}",
+        )
+        for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
