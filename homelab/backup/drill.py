@@ -9,7 +9,7 @@ import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from homelab.backup import tree
+from homelab.backup import listing, tree
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.records import Drill, LastGood
 from homelab.backup.retention import STAMP
@@ -74,11 +74,11 @@ def _drill_one(ctx: Context, d: Dataset, remote: str, last: LastGood, chosen: li
         ctx.snapshots.open(d.name, last.entry.snapshot, ctx.state.mounts) as source,
     ):
         target = Path(scratch) / "restored"
-        result = ctx.rclone.copy(
-            ctx.remote_path(remote, "current", d.key), target, label=f"drill-{remote}", files=tree.rclone_names(chosen)
-        )
-        if not result.ok:
-            return [f"{d.key} -> {remote}: {result.why('restore')}"]
+        # from where a restore takes them: a run that failed since moved what it replaced to its archive
+        for root, names in listing.sources(ctx, d, remote, last.run, tree.rclone_names(chosen)).items():
+            result = ctx.rclone.copy(root, target, label=f"drill-{remote}", files=names)
+            if not result.ok:
+                return [f"{d.key} -> {remote}: {result.why('restore')}"]
         tree.apply(target, chosen)
         problems = [f"{d.key}: {p}" for p in tree.differences(chosen, target)]
         for e in chosen:

@@ -57,7 +57,7 @@ def test_restore_latest_brings_back_content_and_metadata(lab: FastLab, tmp_path:
     result = restore(ctx, KEY, tmp_path / "restored")
     assert tree(tmp_path / "restored") == tree(snap)
     assert attributes(tmp_path / "restored") == attributes(snap)
-    assert (result.as_of, result.owners_restored) == ("latest", os.geteuid() == 0)
+    assert (result.as_of, result.owners_restored) == (record.id, os.geteuid() == 0)
     with pytest.raises(BackupError, match=r"is not empty"):
         restore(ctx, KEY, tmp_path / "restored")
     part = restore(ctx, KEY, tmp_path / "part", subpath="plaindir-02")
@@ -105,7 +105,9 @@ def test_a_failed_copy_fails_the_restore(lab: FastLab, tmp_path: Path) -> None:
     ctx = lab.ctx()
     run_backup(ctx)
     lab.rclone.fail["copy"] = Result(False, 1, errors=["connection reset"])
-    with pytest.raises(BackupError, match=r"restore of rstudio/home failed: copy failed: connection reset"):
+    with pytest.raises(
+        BackupError, match=r"restore of rstudio/home as of \d{8}T\d{6}Z failed: copy failed: connection reset"
+    ):
         restore(ctx, KEY, tmp_path / "restored")
     lab.rclone.fail["copy"] = Result(False, 1, errors=["connection reset"])
     with pytest.raises(BackupError, match=r"as of .* failed: copy failed: connection reset"):
