@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from homelab.apps import web_ports
 from homelab.plan import AppContext
-from homelab.render.edge_traefik import TSIG_SECRET, rfc2136_env
+from homelab.render.edge_traefik import HTTPREQ_SECRETS, TSIG_SECRET, httpreq_credentials, httpreq_env, rfc2136_env
 
 
 def customize(ctx: AppContext) -> None:
@@ -18,3 +18,8 @@ def customize(ctx: AppContext) -> None:
     if rfc2136:
         traefik.environment.update(rfc2136_env(rfc2136))
         ctx.pass_user_secret(traefik, "RFC2136_TSIG_SECRET_FILE", TSIG_SECRET, rfc2136.tsig_secret_file)
+    httpreq = ctx.config.domain.acme.httpreq
+    if httpreq:
+        traefik.environment.update(httpreq_env(httpreq))
+        for variable, relative in httpreq_credentials(httpreq).items():
+            ctx.pass_user_secret(traefik, f"{variable}_FILE", HTTPREQ_SECRETS[variable], relative)

@@ -6,9 +6,11 @@ description is user documentation.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, model_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, field_validator, model_validator
 
 from homelab.config.resources import Resources
 from homelab.config.types import (
@@ -68,6 +70,47 @@ class Rfc2136(Model):
     tsig_secret_file: SecretFile = Field(description="File (0600) holding the key's base64 secret.")
 
 
+# http:// is fine only where the Basic-auth password cannot cross the internet: a LAN address or name
+PRIVATE_SUFFIXES = (".home.arpa", ".internal", ".lan", ".local")
+
+
+class Httpreq(Model):
+    """An HTTP endpoint that sets the challenge's TXT records (lego's httpreq provider: POST /present and
+    /cleanup with {"fqdn", "value"}), e.g. a small service in front of a DNS host's API."""
+
+    endpoint: Url = Field(
+        description="The endpoint's base URL; https, or http only for a LAN endpoint (a private IP address, "
+        "a single-label name such as a compose service, or a name under .home.arpa/.internal/.lan/.local)."
+    )
+    username_file: SecretFile | None = Field(None, description="File (0600) holding the Basic-auth user name.")
+    password_file: SecretFile | None = Field(None, description="File (0600) holding the Basic-auth password.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _private_when_plain(cls, endpoint: str) -> str:
+        if endpoint.startswith("http://") and not _on_lan(urlsplit(endpoint).hostname or ""):
+            raise ValueError(
+                f"{endpoint!r} sends the challenge and its password in the clear over the internet: use https "
+                "(http only for a private address or LAN name)"
+            )
+        return endpoint
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> Httpreq:
+        # lego sends Basic auth only when both are set: one alone would silently send none
+        if (self.username_file is None) != (self.password_file is None):
+            raise ValueError("username_file and password_file go together (lego sends Basic auth only with both)")
+        return self
+
+
+def _on_lan(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host.endswith(PRIVATE_SUFFIXES)
+    return address.is_private
+
+
 class Acme(Model):
     email: Email = Field(description="Account email for Let's Encrypt (expiry notices).")
     challenge: Literal["http", "tls", "dns"] = Field(
@@ -82,6 +125,7 @@ class Acme(Model):
         "Passed to the edge as VAR_FILE, never as values.",
     )
     rfc2136: Rfc2136 | None = Field(None, description="The DNS server and TSIG key for dns_provider rfc2136.")
+    httpreq: Httpreq | None = Field(None, description="The HTTP endpoint and its credentials for dns_provider httpreq.")
     staging: bool = Field(False, description="Use Let's Encrypt staging (untrusted certificates, high limits).")
     ca_server: Url | None = Field(
         None, description="ACME directory URL overriding production/staging (e.g. a Pebble test CA)."
@@ -103,6 +147,8 @@ class Acme(Model):
             raise ValueError(f"dns_provider/dns_credentials only apply to challenge 'dns', not {self.challenge!r}")
         if (self.dns_provider == "rfc2136") != (self.rfc2136 is not None):
             raise ValueError("dns_provider 'rfc2136' and the rfc2136 section go together")
+        if (self.dns_provider == "httpreq") != (self.httpreq is not None):
+            raise ValueError("dns_provider 'httpreq' and the httpreq section go together")
         return self
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from homelab.config.models import Rfc2136
+from homelab.config.models import Httpreq, Rfc2136
 from homelab.layout import PROXY_NETWORK
 from homelab.plan import Plan, Route, TcpRoute
 from homelab.render import GENERATED_MARK, Rendering, tls_policy
@@ -16,6 +16,8 @@ LETSENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
 LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
 PING_PORT = 8082
 TSIG_SECRET = "acme_rfc2136_tsig"  # noqa: S105 - a name, not a value; the edge's secret holding the RFC 2136 TSIG key (both edges)
+# the edge's secrets holding the httpreq endpoint's Basic-auth credentials, by lego's variable for them
+HTTPREQ_SECRETS = {"HTTPREQ_USERNAME": "acme_httpreq_username", "HTTPREQ_PASSWORD": "acme_httpreq_password"}  # noqa: S105
 
 
 def render(plan: Plan, rendering: Rendering) -> None:
@@ -47,6 +49,18 @@ def rfc2136_env(rfc2136: Rfc2136) -> dict[str, str]:
         "RFC2136_TSIG_KEY": rfc2136.tsig_key,
         "RFC2136_TSIG_ALGORITHM": f"{rfc2136.tsig_algorithm}.",  # lego wants the name as a DNS name
     }
+
+
+def httpreq_env(httpreq: Httpreq) -> dict[str, str]:
+    """lego's httpreq provider settings but the credentials (HTTPREQ_USERNAME_FILE/HTTPREQ_PASSWORD_FILE)."""
+    return {"HTTPREQ_ENDPOINT": httpreq.endpoint}
+
+
+def httpreq_credentials(httpreq: Httpreq) -> dict[str, str]:
+    """lego's credential variables -> the user's secret files holding them (none without Basic auth)."""
+    if httpreq.username_file is None or httpreq.password_file is None:
+        return {}
+    return {"HTTPREQ_USERNAME": httpreq.username_file, "HTTPREQ_PASSWORD": httpreq.password_file}
 
 
 def _resolver(plan: Plan, ca: str) -> dict[str, Any]:
