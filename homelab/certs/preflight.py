@@ -4,10 +4,12 @@ server; the network probes take their address and ports as parameters for the sa
 
 from __future__ import annotations
 
+import base64
 import binascii
 import contextlib
 import email.utils
 import errno
+import json
 import secrets
 import socket
 import urllib.error
@@ -27,10 +29,11 @@ import dns.tsigkeyring
 import dns.update
 
 from homelab.certs.store import ca_kind_of_url
+from homelab.config.models import Httpreq
 from homelab.doctor import Check
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan import Plan
-from homelab.render.edge_traefik import TSIG_SECRET, ca_server, name_sets
+from homelab.render.edge_traefik import HTTPREQ_SECRETS, TSIG_SECRET, ca_server, httpreq_credentials, name_sets
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
 CHALLENGE_PORT = {"http": 80, "tls": 443}
@@ -187,9 +190,12 @@ def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
     """DNS-01 needs no inbound port but working DNS credentials: add a TXT record the way the edge's ACME
     client will, read it back from the server, delete it."""
     acme = plan.config.domain.acme
+    if acme.httpreq is not None:
+        yield _httpreq_round_trip(plan, acme.httpreq, timeout)
+        return
     rfc2136 = acme.rfc2136
     if rfc2136 is None:
-        yield Check("ok", DNS_CHECK, f"dns-01 through {acme.dns_provider}: not checked (rfc2136 only)")
+        yield Check("ok", DNS_CHECK, f"dns-01 through {acme.dns_provider}: not checked (rfc2136 and httpreq only)")
         return
     server = f"{rfc2136.server}:{rfc2136.port}"
     secret_file = plan.secrets[secret_name(EDGE_STACK, TSIG_SECRET)].source or ""
@@ -241,6 +247,39 @@ def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
         yield Check(
             "ok", DNS_CHECK, f"TXT {record} added, read back and deleted at {server} with key {rfc2136.tsig_key}"
         )
+
+
+def _httpreq_round_trip(plan: Plan, httpreq: Httpreq, timeout: float) -> Check:
+    """Present and clean up a test record the way lego's httpreq provider does (POST /present and
+    /cleanup, {"fqdn", "value"}, Basic auth from the secret files); the endpoint's DNS is its business."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    credentials = httpreq_credentials(httpreq)
+    if credentials:
+        files = [plan.secrets[secret_name(EDGE_STACK, HTTPREQ_SECRETS[v])].source or "" for v in credentials]
+        try:  # lego trims only the line end
+            user, password = (Path(f).read_text(encoding="utf-8").rstrip("\r\n") for f in files)
+        except OSError as exc:
+            return Check("fail", DNS_CHECK, f"cannot read the httpreq credentials ({exc})")
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    fqdn = f"_acme-challenge.{PREFLIGHT_LABEL}.{plan.config.domain.name}."
+    body = json.dumps({"fqdn": fqdn, "value": secrets.token_urlsafe(32)}).encode()
+    endpoint = httpreq.endpoint.rstrip("/")
+    answers = []
+    try:
+        for path in ("/present", "/cleanup"):
+            # an http(s) URL: the config allows no other scheme
+            request = urllib.request.Request(endpoint + path, data=body, headers=headers, method="POST")  # noqa: S310
+            with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310
+                answers.append(answer.status)
+    except urllib.error.HTTPError as exc:
+        fix = "check username_file and password_file" if exc.code in (401, 403) else "see the endpoint's log"
+        verb = "present" if not answers else "clean up"
+        return Check(
+            "fail" if not answers else "warn", DNS_CHECK, f"{endpoint} refused to {verb} TXT {fqdn} ({exc.code}): {fix}"
+        )
+    except (urllib.error.URLError, OSError) as exc:
+        return Check("fail", DNS_CHECK, f"cannot reach {endpoint} ({exc}): check httpreq.endpoint")
+    return Check("ok", DNS_CHECK, f"{endpoint} presented and cleaned up TXT {fqdn}")
 
 
 def _tsig_keyring(key: str, secret_file: str) -> dict[dns.name.Name, dns.tsig.Key] | Check:

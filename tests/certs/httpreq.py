@@ -40,7 +40,7 @@ def httpreq_endpoint(password: str, challtestsrv: str | None) -> Iterator[Endpoi
     endpoint = Endpoint("")
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             status, why = self._check(raw)
@@ -55,8 +55,9 @@ def httpreq_endpoint(password: str, challtestsrv: str | None) -> Iterator[Endpoi
                 command = {"host": body["fqdn"], "value": body["value"]}
                 if self.path == "/cleanup":
                     command.pop("value")
-                request = urllib.request.Request(challtestsrv + management, data=json.dumps(command).encode())
-                with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 - the test's own
+                url = challtestsrv + management  # the test's own challtestsrv
+                request = urllib.request.Request(url, data=json.dumps(command).encode())  # noqa: S310
+                with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310
                     assert answer.status == 200
             endpoint.calls.append((self.path, body))
             self.send_response(200)
@@ -79,12 +80,12 @@ def httpreq_endpoint(password: str, challtestsrv: str | None) -> Iterator[Endpoi
                 return 400, f"{self.path}: body {body!r}"
             return 200, ""
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's signature
+        def log_message(self, format: str, *args: object) -> None:
             """Quiet: pytest shows the recorded calls."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     endpoint.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield endpoint

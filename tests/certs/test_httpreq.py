@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from homelab.certs import preflight
 from homelab.config.loader import load
+from homelab.doctor import Check
 from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.secrets import user_secret_values
-from tests.certs.httpreq import httpreq_config
+from tests.certs.httpreq import httpreq_config, httpreq_endpoint
 
 PASSWORD = "httpreq-password-value-5f1c"
 
@@ -64,3 +66,29 @@ def test_config_rules(tmp_path: Path, change: dict[str, object], message: str) -
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(HomelabError, match=message):
         load(config)
+
+
+def _preflight(tmp_path: Path, endpoint: str, password: str) -> list[Check]:
+    plan = build_plan(load(httpreq_config(tmp_path / "config", endpoint, password)))
+    return list(preflight._dns_update(plan, timeout=2))
+
+
+def test_preflight_presents_and_cleans_up_a_test_record(tmp_path: Path) -> None:
+    with httpreq_endpoint(PASSWORD, None) as endpoint:
+        checks = _preflight(tmp_path, endpoint.url, PASSWORD)
+    fqdn = "_acme-challenge._homelab-preflight.example.com."
+    assert [(c.level, c.detail) for c in checks] == [("ok", f"{endpoint.url} presented and cleaned up TXT {fqdn}")]
+    assert [path for path, _ in endpoint.calls] == ["/present", "/cleanup"]
+    assert {body["fqdn"] for _, body in endpoint.calls} == {fqdn}
+    assert endpoint.calls[0][1]["value"] == endpoint.calls[1][1]["value"]
+
+
+def test_preflight_bad_credentials_and_unreachable_endpoint(tmp_path: Path) -> None:
+    with httpreq_endpoint(PASSWORD, None) as endpoint:
+        [wrong] = _preflight(tmp_path / "wrong", endpoint.url, "not-the-password")
+        url = endpoint.url
+    assert wrong.level == "fail" and "refused to present" in wrong.detail and "(401)" in wrong.detail
+    assert "check username_file and password_file" in wrong.detail and endpoint.calls == []
+    [gone] = _preflight(tmp_path / "gone", url, PASSWORD)  # the endpoint has stopped
+    assert gone.level == "fail" and f"cannot reach {url}" in gone.detail and "check httpreq.endpoint" in gone.detail
+    assert "not-the-password" not in wrong.detail and PASSWORD not in gone.detail
