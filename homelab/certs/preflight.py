@@ -29,7 +29,7 @@ import dns.tsigkeyring
 import dns.update
 
 from homelab.certs.store import ca_kind_of_url
-from homelab.config.models import Httpreq
+from homelab.config.dns01 import Httpreq
 from homelab.doctor import Check
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan import Plan
@@ -162,7 +162,7 @@ def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]
     challenge = plan.config.domain.acme.challenge
     ports = dict(probe.challenge_ports)
     if challenge == "dns":
-        yield from _dns_update(plan, probe.timeout)
+        yield from _dns_credentials(plan, probe.timeout)
         return
     port = ports[challenge]
     kind = {"http": "HTTP-01", "tls": "TLS-ALPN-01"}[challenge]
@@ -186,13 +186,18 @@ def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]
 DNS_CHECK = "DNS credentials"
 
 
+def _dns_credentials(plan: Plan, timeout: float) -> Iterator[Check]:
+    httpreq = plan.config.domain.acme.httpreq
+    if httpreq is None:
+        yield from _dns_update(plan, timeout)
+    else:
+        yield _httpreq_round_trip(plan, httpreq, timeout)
+
+
 def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
     """DNS-01 needs no inbound port but working DNS credentials: add a TXT record the way the edge's ACME
     client will, read it back from the server, delete it."""
     acme = plan.config.domain.acme
-    if acme.httpreq is not None:
-        yield _httpreq_round_trip(plan, acme.httpreq, timeout)
-        return
     rfc2136 = acme.rfc2136
     if rfc2136 is None:
         yield Check("ok", DNS_CHECK, f"dns-01 through {acme.dns_provider}: not checked (rfc2136 and httpreq only)")

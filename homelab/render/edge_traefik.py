@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from homelab.config.models import Httpreq, Rfc2136
+from homelab.config.dns01 import Httpreq, Rfc2136
 from homelab.layout import PROXY_NETWORK
 from homelab.plan import Plan, Route, TcpRoute
 from homelab.render import GENERATED_MARK, Rendering, tls_policy

@@ -70,7 +70,7 @@ def test_config_rules(tmp_path: Path, change: dict[str, object], message: str) -
 
 def _preflight(tmp_path: Path, endpoint: str, password: str) -> list[Check]:
     plan = build_plan(load(httpreq_config(tmp_path / "config", endpoint, password)))
-    return list(preflight._dns_update(plan, timeout=2))
+    return list(preflight._dns_credentials(plan, timeout=2))
 
 
 def test_preflight_presents_and_cleans_up_a_test_record(tmp_path: Path) -> None:
