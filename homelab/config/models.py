@@ -246,6 +246,25 @@ class Webhook(Model):
     url: str = Field(pattern=r"^https?://\S+$", description="Where Grafana POSTs alerts, e.g. https://ntfy.sh/topic.")
 
 
+class SensorLimits(Model):
+    """A sensor's alert limits; each one set here replaces the BMC's (the inventory's)."""
+
+    lower_critical: float | None = Field(None, description="Fans and voltages alert below this.")
+    lower_non_critical: float | None = Field(None, description="Drawn on dashboards only.")
+    upper_non_critical: float | None = Field(None, description="Drawn on dashboards only.")
+    upper_critical: float | None = Field(
+        None, description="Temperatures, voltages, power and current alert above this."
+    )
+
+
+class SensorOverride(Model):
+    """Changes to one discovered sensor, kept in homelab.yaml (the inventory file can be rewritten)."""
+
+    label: str | None = Field(None, min_length=1, description="Its name on dashboards and in alerts.")
+    hide: bool | None = Field(None, description="true: not collected, no panel, no alert.")
+    thresholds: SensorLimits = Field(default_factory=SensorLimits, description="Alert limits that replace the BMC's.")
+
+
 class Monitoring(Model):
     enabled: bool = Field(True, description="Deploy collectd, Graphite and Grafana.")
     interval: int = Field(10, ge=1, le=300, description="Collection interval in seconds (= finest retention).")
@@ -260,6 +279,11 @@ class Monitoring(Model):
         None,
         description="The sensor inventory `homelab monitor discover` writes (relative to homelab.yaml); "
         "without one the hardware profile's sensors are used.",
+    )
+    sensors: dict[str, SensorOverride] = Field(
+        default_factory=dict,
+        description="Per-sensor changes over the inventory, by the sensor's name (as the BMC prints it) or its "
+        "inventory `key`.",
     )
 
 
