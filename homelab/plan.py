@@ -177,9 +177,10 @@ def _hostname(config: Config, label: str) -> str:
     return f"{label}.{config.domain.name}"
 
 
-def build_plan(loaded: LoadedConfig) -> Plan:
+def build_plan(loaded: LoadedConfig, extra_entries: tuple[str, ...] = ()) -> Plan:
+    """`extra_entries`: catalog entries no config key enables (local mode's CA, homelab/local.py)."""
     config = loaded.config
-    entries = _entries(config)
+    entries = _entries(config) + [entry(name) for name in extra_entries]
     plan = Plan(
         config=config,
         profile=load_profile(config.server.profile),

@@ -26,11 +26,17 @@ def default_out(loaded: LoadedConfig) -> Path:
 
 
 def render_project(
-    loaded: LoadedConfig, out: Path | None = None, *, force: bool = False, dry_run: bool = False
+    loaded: LoadedConfig,
+    out: Path | None = None,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    plan: Plan | None = None,
 ) -> RenderResult:
-    """Render every stack and diff it against `out`; write the changes unless `dry_run`."""
+    """Render every stack (of `plan`, default: the config's) and diff it against `out`; write the
+    changes unless `dry_run`."""
     out = (out or default_out(loaded)).resolve()
-    plan = build_plan(loaded)
+    plan = plan or build_plan(loaded)
     rendering = render_all(plan, user_secret_values(loaded))
     secrets = secret_contents(plan, out / SECRETS_DIR, rendering.secret_files)
     report = writer.diff(out, rendering.files, secrets, force=force)

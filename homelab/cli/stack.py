@@ -22,7 +22,21 @@ from homelab.cli.options import (
 from homelab.cli.report import emit_json
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
+    from pathlib import Path
+
     from homelab.apply import Convergence
+    from homelab.config.loader import LoadedConfig
+    from homelab.plan import Plan
+    from homelab.runtime.docker import Docker
+
+LocalOption = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        help="Local mode: the apps on <app>.localhost with certificates from a local ACME CA (Pebble) it runs; "
+        "nothing reaches Let's Encrypt. Files under local/ next to homelab.yaml.",
+    ),
+]
 
 
 def _progress(ctx: typer.Context) -> Callable[[str], None]:
@@ -44,26 +58,25 @@ def up(
     no_snapshot: Annotated[
         bool, typer.Option("--no-snapshot", help="Upgrade images even where no snapshot can undo it.")
     ] = False,
+    local: LocalOption = False,
 ) -> None:
-    """Render, show the plan, apply only what changed (edge first), wait for health; roll back a failed
-    upgrade (docs/upgrades.md)."""
+    """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
     from homelab import apply, drift
     from homelab.certs import guard
     from homelab.cli.report import print_report
-    from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
-    from homelab.runtime.docker import Docker
     from homelab.upgrade import guard_for, read_composes
 
     began = time.monotonic()
-    loaded = load(config)
-    docker = Docker()
-    docker.check()
-    guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
+    loaded, plan, out = _load(config, out, local)
+    docker = _engine()
+    guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     previous = read_composes((out or default_out(loaded)).resolve())
-    result = render_project(loaded, out, force=force, dry_run=dry_run)
+    result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
     selected = apply.select_stacks(result.plan, stacks or [])
+    if local and not dry_run:
+        _pull_local(result.plan, selected, docker, result.out)
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
     pending = None
     if dry_run:
@@ -82,6 +95,7 @@ def up(
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
     if dry_run or not convergence.changed:
+        _finish_local(loaded, result.plan, local and not dry_run)
         return
     progress = _progress(ctx)
     undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
@@ -90,6 +104,41 @@ def up(
         typer.echo(f"repaired {drift.describe(found)}")
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
+    _finish_local(loaded, result.plan, local)
+
+
+def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Plan | None, Path | None]:
+    """The config as `up`/`down` act on it: as written, or localized with its own plan and folder."""
+    from homelab import local as local_mode
+    from homelab.config.loader import load
+
+    loaded = load(config)
+    if not local:
+        return loaded, None, out
+    localized = local_mode.localize(loaded)
+    return localized, local_mode.local_plan(localized), out or local_mode.local_out(loaded)
+
+
+def _engine() -> Docker:
+    """The Docker Engine, checked: reachable, with compose v2 (else exit 4, one line)."""
+    from homelab.runtime.docker import Docker
+
+    docker = Docker()
+    docker.check()
+    return docker
+
+
+def _pull_local(plan: Plan, stacks: list[str], docker: Docker, out: Path) -> None:
+    from homelab import local as local_mode
+
+    local_mode.pull_missing(plan, stacks, docker, out)  # refuses naming each image it cannot pull
+
+
+def _finish_local(loaded: LoadedConfig, plan: Plan, local: bool) -> None:
+    if local:
+        from homelab import local as local_mode
+
+        local_mode.finish(loaded, plan, typer.echo)
 
 
 def _print_convergence(convergence: Convergence) -> None:
@@ -108,20 +157,21 @@ def _print_convergence(convergence: Convergence) -> None:
 
 @app.command()
 def down(
-    ctx: typer.Context, stacks: StacksArgument = None, config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None
+    ctx: typer.Context,
+    stacks: StacksArgument = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    out: OutOption = None,
+    local: LocalOption = False,
 ) -> None:
     """Stop and remove the stacks' containers (reverse order). Datasets, acme.json and secrets are kept."""
     from homelab import apply
-    from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out
-    from homelab.runtime.docker import Docker
 
-    loaded = load(config)
-    plan = build_plan(loaded)
+    loaded, local_plan, out = _load(config, out, local)
+    plan = local_plan or build_plan(loaded)
     selected = apply.select_stacks(plan, stacks or [])
-    docker = Docker()
-    docker.check()
+    docker = _engine()
     done = apply.down(plan, (out or default_out(loaded)).resolve(), docker, selected, progress=_progress(ctx))
     typer.echo(f"down: {', '.join(done)} stopped; data kept" if done else "down: nothing was running")
 

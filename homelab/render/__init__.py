@@ -27,7 +27,7 @@ class Rendering:
 def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
     """Every file for every stack. `secret_values` holds the user-provided secrets that must be
     embedded in secret config files (ddclient.conf, collectd's IPMI block)."""
-    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, monitoring
+    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring
 
     rendering = Rendering()
     for stack in plan.stacks.values():
@@ -36,6 +36,7 @@ def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
         edge_traefik.render(plan, rendering)
     else:
         edge_nginx.render(plan, rendering)
+    local_ca.render(plan, rendering)  # only in local mode (`up --local`)
     if DDCLIENT_CONF_SECRET in plan.secrets:
         ddclient.render(plan, rendering, secret_values)
     if plan.config.monitoring.enabled:

