@@ -99,3 +99,17 @@ def test_a_narrowed_run_answers_as_the_whole_app_does(example_config) -> None:  
     usage = subprocess.run([*run, "validate", "--bogus"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "No such option: --bogus" in usage.stderr
     assert "Usage: homelab validate" in usage.stderr
+
+
+def test_on_exit_objects_are_frozen_and_atexit_handlers_still_run() -> None:
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        "sys.argv = ['homelab', '--version']\n"
+        "from homelab.cli import main\n"
+        "main()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    from homelab import __version__
+
+    assert (run.returncode, run.stdout) == (0, f"homelab {__version__}\nfrozen True\n")
