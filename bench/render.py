@@ -8,7 +8,7 @@ load average before and after: on a busy machine (the 2-core CI box is shared) t
 the median wall time, so a loaded machine shows as such instead of as a regression.
 
 With --instructions, each command also runs once under valgrind, which counts the instructions it
-executes: a number that stays put however busy the machine is (about 6 G instructions a second here,
+executes: a number that stays put however busy the machine is (about 7 G instructions a second here,
 when quiet), to compare two versions on a shared box.
 
     .venv/bin/python bench/render.py [--runs N] [--instructions]
