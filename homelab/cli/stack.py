@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
     from homelab.apply import Convergence
     from homelab.config.loader import LoadedConfig
     from homelab.plan import Plan
+    from homelab.project import RenderResult
     from homelab.runtime.docker import Docker
 
 LocalOption = Annotated[
@@ -95,8 +96,7 @@ def up(
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
     if dry_run or not convergence.changed:
-        _finish_local(loaded, result.plan, local and not dry_run)
-        return
+        return None if dry_run else _finish(stacks, loaded, result, docker, timeout, _progress(ctx), local)
     progress = _progress(ctx)
     undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
     outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
@@ -104,7 +104,7 @@ def up(
         typer.echo(f"repaired {drift.describe(found)}")
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
-    _finish_local(loaded, result.plan, local)
+    _finish(stacks, loaded, result, docker, timeout, progress, local)
 
 
 def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Plan | None, Path | None]:
@@ -134,11 +134,27 @@ def _pull_local(plan: Plan, stacks: list[str], docker: Docker, out: Path) -> Non
     local_mode.pull_missing(plan, stacks, docker, out)  # refuses naming each image it cannot pull
 
 
-def _finish_local(loaded: LoadedConfig, plan: Plan, local: bool) -> None:
+def _finish(
+    stacks: list[str] | None,
+    loaded: LoadedConfig,
+    result: RenderResult,
+    docker: Docker,
+    timeout: int,
+    progress: Callable[[str], None],
+    local: bool,
+) -> None:
+    """After `up` applied (or found nothing to do): staging first's switch - production is asked, in
+    this `up`, for what staging issued; only on an `up` of every stack, as it changes every app's
+    routers - then local mode's last step."""
+    if not stacks:
+        from homelab.certs import switch
+
+        for line in switch.after_up(loaded, result.out, docker, timeout=timeout, progress=progress):
+            typer.echo(line)
     if local:
         from homelab import local as local_mode
 
-        local_mode.finish(loaded, plan, typer.echo)
+        local_mode.finish(loaded, result.plan, typer.echo)
 
 
 def _print_convergence(convergence: Convergence) -> None:
@@ -178,7 +194,8 @@ def down(
 
 @app.command()
 def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json: JsonOption = False) -> None:
-    """Per service: state, health, image, route URL, certificate expiry, last change; then drift
+    """Per service: state, health, image, route URL, certificate expiry, last change, memory in use / limit,
+    restarts (and whether the last exit was an OOM kill); then drift
     (containers changed by hand, strays; `up` repairs them)."""
     from homelab import drift
     from homelab import status as service_status
@@ -197,9 +214,20 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     if as_json:
         emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
         raise typer.Exit(1 if bad else 0)
-    header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE")
+    header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE", "MEMORY", "RESTARTS")
     table = [header] + [
-        (f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change) for r in rows
+        (
+            f"{r.stack}/{r.service}",
+            r.state,
+            r.health,
+            r.image,
+            r.url,
+            r.cert_expiry,
+            r.last_change,
+            r.memory,
+            f"{r.restarts}{' (OOM-killed)' if r.oom_killed else ''}",
+        )
+        for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:

