@@ -4,8 +4,15 @@ as files (`<VARIABLE>_FILE`, which lego reads), never as values."""
 from __future__ import annotations
 
 from homelab.apps import web_ports
-from homelab.plan import AppContext
-from homelab.render.edge_traefik import HTTPREQ_SECRETS, TSIG_SECRET, httpreq_credentials, httpreq_env, rfc2136_env
+from homelab.plan import AppContext, Mount
+from homelab.render.edge_traefik import (
+    EXEC_PROGRAM,
+    HTTPREQ_SECRETS,
+    TSIG_SECRET,
+    httpreq_credentials,
+    httpreq_env,
+    rfc2136_env,
+)
 
 
 def customize(ctx: AppContext) -> None:
@@ -23,3 +30,7 @@ def customize(ctx: AppContext) -> None:
         traefik.environment.update(httpreq_env(httpreq))
         for variable, relative in httpreq_credentials(httpreq).items():
             ctx.pass_user_secret(traefik, f"{variable}_FILE", HTTPREQ_SECRETS[variable], relative)
+    program = ctx.config.domain.acme.exec
+    if program:
+        traefik.mounts.append(Mount(str(ctx.secret_path(program.program)), EXEC_PROGRAM, read_only=True))
+        traefik.environment["EXEC_PATH"] = EXEC_PROGRAM

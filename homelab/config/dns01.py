@@ -1,5 +1,5 @@
 """The config of the DNS-01 providers homelab sets up itself (part of homelab/config/models.py, split out
-for size): RFC 2136 (both edges) and lego's httpreq (Traefik)."""
+for size): RFC 2136 (both edges), lego's httpreq and exec (Traefik)."""
 
 from __future__ import annotations
 
@@ -64,3 +64,15 @@ def _on_lan(host: str) -> bool:
     except ValueError:
         return "." not in host or host.endswith(PRIVATE_SUFFIXES)
     return address.is_private
+
+
+class Exec(Model):
+    """A program the Traefik container runs to set the challenge's TXT records (lego's exec provider:
+    `<program> present|cleanup <fqdn> <value>`, exit 0 for success; its output goes to Traefik's log)."""
+
+    program: str = Field(
+        min_length=1,
+        pattern=r"^[^/].*",
+        description="The program, relative to homelab.yaml, mounted read-only into the Traefik container "
+        "(Alpine: a #!/bin/sh script with busybox tools); its credentials come from dns_credentials (VAR_FILE).",
+    )

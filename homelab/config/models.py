@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, IPvAnyAddress, model_validator
 
 from homelab.config.base import Model
-from homelab.config.dns01 import Httpreq, Rfc2136
+from homelab.config.dns01 import Exec, Httpreq, Rfc2136
 from homelab.config.resources import Resources
 from homelab.config.types import (
     AbsolutePath,
@@ -69,6 +69,7 @@ class Acme(Model):
     )
     rfc2136: Rfc2136 | None = Field(None, description="The DNS server and TSIG key for dns_provider rfc2136.")
     httpreq: Httpreq | None = Field(None, description="The HTTP endpoint and its credentials for dns_provider httpreq.")
+    exec: Exec | None = Field(None, description="The program setting the TXT records for dns_provider exec.")
     staging: bool = Field(False, description="Use Let's Encrypt staging (untrusted certificates, high limits).")
     ca_server: Url | None = Field(
         None, description="ACME directory URL overriding production/staging (e.g. a Pebble test CA)."
@@ -92,6 +93,8 @@ class Acme(Model):
             raise ValueError("dns_provider 'rfc2136' and the rfc2136 section go together")
         if (self.dns_provider == "httpreq") != (self.httpreq is not None):
             raise ValueError("dns_provider 'httpreq' and the httpreq section go together")
+        if (self.dns_provider == "exec") != (self.exec is not None):
+            raise ValueError("dns_provider 'exec' and the exec section go together")
         return self
 
 

@@ -16,6 +16,7 @@ LETSENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
 LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
 PING_PORT = 8082
 TSIG_SECRET = "acme_rfc2136_tsig"  # noqa: S105 - a name, not a value; the edge's secret holding the RFC 2136 TSIG key (both edges)
+EXEC_PROGRAM = "/etc/traefik/acme-exec"  # where the exec provider's program is mounted (EXEC_PATH)
 # the edge's secrets holding the httpreq endpoint's Basic-auth credentials, by lego's variable for them
 HTTPREQ_SECRETS = {"HTTPREQ_USERNAME": "acme_httpreq_username", "HTTPREQ_PASSWORD": "acme_httpreq_password"}
 

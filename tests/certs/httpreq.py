@@ -100,23 +100,33 @@ def httpreq_config(
 ) -> Path:
     """The bundled example (Traefik edge) on the DNS-01 challenge through lego's httpreq at `endpoint`,
     its credentials in secrets/httpreq-username and secrets/httpreq-password (0600)."""
+    section = {
+        "endpoint": endpoint,
+        "username_file": "secrets/httpreq-username",
+        "password_file": "secrets/httpreq-password",
+    }
+    config = provider_config(folder, "httpreq", section, wildcard=wildcard, ca_server=ca_server)
+    write_secret(folder / "secrets" / "httpreq-username", USERNAME)
+    write_secret(folder / "secrets" / "httpreq-password", password)
+    return config
+
+
+def provider_config(
+    folder: Path, provider: str, section: dict[str, str], *, wildcard: bool = True, ca_server: str | None = None
+) -> Path:
+    """The bundled example (Traefik edge) on the DNS-01 challenge through lego's `provider`, configured by
+    `section` (domain.acme.<provider>); staging first off (one CA)."""
     folder.mkdir(parents=True, exist_ok=True)
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     data["edge"]["kind"] = "traefik"
     data["storage"]["mountpoint"] = str(folder / "tank")
     data["domain"]["wildcard"] = wildcard
     acme = data["domain"]["acme"]
-    acme.update(challenge="dns", dns_provider="httpreq", staging_first=False)
-    acme["httpreq"] = {
-        "endpoint": endpoint,
-        "username_file": "secrets/httpreq-username",
-        "password_file": "secrets/httpreq-password",
-    }
+    acme.update(challenge="dns", dns_provider=provider, staging_first=False)
+    acme[provider] = section
     if ca_server:
         acme["ca_server"] = ca_server
     (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     for name in EXAMPLE_SECRETS:
         write_secret(folder / "secrets" / name, f"example-{name}-value")
-    write_secret(folder / "secrets" / "httpreq-username", USERNAME)
-    write_secret(folder / "secrets" / "httpreq-password", password)
     return folder / "homelab.yaml"
