@@ -72,7 +72,13 @@ class Exec(Model):
 
     program: str = Field(
         min_length=1,
-        pattern=r"^[^/].*",
         description="The program, relative to homelab.yaml, mounted read-only into the Traefik container "
         "(Alpine: a #!/bin/sh script with busybox tools); its credentials come from dns_credentials (VAR_FILE).",
     )
+
+    @field_validator("program")
+    @classmethod
+    def _beside_the_config(cls, program: str) -> str:
+        if program.startswith("/"):
+            raise ValueError(f"{program!r} must be relative to homelab.yaml (it is mounted into the Traefik container)")
+        return program

@@ -15,7 +15,7 @@ from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.secrets import user_secret_values
-from tests.certs.httpreq import httpreq_config, httpreq_endpoint
+from tests.certs.httpreq import httpreq_config, httpreq_endpoint, provider_config
 
 PASSWORD = "httpreq-password-value-5f1c"
 
@@ -92,3 +92,34 @@ def test_preflight_bad_credentials_and_unreachable_endpoint(tmp_path: Path) -> N
     [gone] = _preflight(tmp_path / "gone", url, PASSWORD)  # the endpoint has stopped
     assert gone.level == "fail" and f"cannot reach {url}" in gone.detail and "check httpreq.endpoint" in gone.detail
     assert "not-the-password" not in wrong.detail and PASSWORD not in gone.detail
+
+
+def test_exec_mounts_the_program_read_only(tmp_path: Path) -> None:
+    config = provider_config(tmp_path / "config", "exec", {"program": "hooks/acme-dns"})
+    plan = build_plan(load(config))
+    traefik = plan.stacks["edge"].services["traefik"]
+    assert traefik.environment["EXEC_PATH"] == "/etc/traefik/acme-exec"
+    mount = next(m for m in traefik.mounts if m.target == "/etc/traefik/acme-exec")
+    assert (mount.source, mount.read_only) == (str(config.parent / "hooks" / "acme-dns"), True)
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            {"program": "/usr/local/bin/hook"},
+            r"homelab\.yaml:\d+: domain\.acme\.exec\.program: .* must be relative to homelab\.yaml",
+        ),
+        (None, "dns_provider 'exec' and the exec"),
+    ],
+)
+def test_exec_config_rules(tmp_path: Path, section: dict[str, str] | None, message: str) -> None:
+    config = provider_config(tmp_path / "config", "exec", {"program": "hooks/acme-dns"})
+    data = yaml.safe_load(config.read_text())
+    if section is None:
+        data["domain"]["acme"].pop("exec")
+    else:
+        data["domain"]["acme"]["exec"] = section
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(HomelabError, match=message):
+        load(config)
