@@ -313,12 +313,26 @@ class Backup(Model):
         return self
 
 
+class Swarm(Model):
+    encrypt_overlay: bool = Field(
+        False,
+        description="Encrypt the edge's overlay network (IPsec between nodes; costs CPU, needs ESP, IP protocol 50, "
+        "allowed between the nodes). Only with engine: swarm.",
+    )
+
+
 class Certs(Model):
     public_address: IPvAnyAddress | None = Field(None, description="Public IP (what ddclient reports) to check.")
 
 
 class Config(Model):
     version: Literal[1] = Field(description="Config format version; 1.")
+    engine: Literal["compose", "swarm"] = Field(
+        "compose",
+        description="compose: one Compose project per stack on this machine. swarm: one Docker Swarm stack per "
+        "stack (`docker stack deploy`), placed by node labels (docs/swarm.md).",
+    )
+    swarm: Swarm = Field(default_factory=Swarm, description="Docker Swarm settings (engine: swarm).")
     server: Server = Field(description="The box itself.")
     domain: Domain = Field(description="Public names and certificates.")
     edge: Edge = Field(default_factory=Edge, description="The TLS reverse proxy.")
