@@ -19,7 +19,7 @@ from homelab.cli.options import (
     StacksArgument,
     quiet,
 )
-from homelab.cli.report import emit_json
+from homelab.cli.report import emit_json, print_table
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
     from homelab.apply import Convergence
@@ -58,10 +58,28 @@ def up(
 
     began = time.monotonic()
     loaded = load(config)
+    if loaded.config.engine == "swarm":
+        from homelab.cli import swarm
+
+        swarm.up(
+            loaded,
+            stacks or [],
+            out,
+            dry_run=dry_run,
+            timeout=timeout,
+            force=force,
+            progress=_progress(ctx),
+            show=_print_convergence,
+        )
+        return
     docker = Docker()
     docker.check()
     guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     previous = read_composes((out or default_out(loaded)).resolve())
+    if not dry_run:
+        from homelab.cli.swarm import leave_swarm_if_switched
+
+        leave_swarm_if_switched((out or default_out(loaded)).resolve(), _progress(ctx))
     result = render_project(loaded, out, force=force, dry_run=dry_run)
     selected = apply.select_stacks(result.plan, stacks or [])
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
@@ -119,6 +137,11 @@ def down(
 
     loaded = load(config)
     plan = build_plan(loaded)
+    if loaded.config.engine == "swarm":
+        from homelab.cli import swarm
+
+        swarm.down(plan, stacks or [], _progress(ctx))
+        return
     selected = apply.select_stacks(plan, stacks or [])
     docker = Docker()
     docker.check()
@@ -139,21 +162,25 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
 
     loaded = load(config)
     plan = build_plan(loaded)
-    docker = Docker()
-    docker.check()
-    rows = service_status.status(plan, docker)
-    drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
+    if loaded.config.engine == "swarm":  # no drift: Swarm itself puts back what differs from the spec
+        from homelab.cli.swarm import manager
+        from homelab.swarm.state import status as swarm_status
+
+        rows, drifts = swarm_status(plan, manager()), []
+    else:
+        docker = Docker()
+        docker.check()
+        rows = service_status.status(plan, docker)
+        drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
     bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
     if as_json:
         emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
         raise typer.Exit(1 if bad else 0)
     header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE")
-    table = [header] + [
-        (f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change) for r in rows
-    ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print_table(
+        header,
+        [(f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change) for r in rows],
+    )
     for found in drifts:
         typer.echo(drift.describe(found))
     raise typer.Exit(1 if bad else 0)
@@ -181,6 +208,10 @@ def logs(
     if stack is None:
         known = ", ".join(n for s in plan.stacks.values() for n in s.services)
         raise ConfigError([f"unknown service {service!r} (services: {known})"])
+    if loaded.config.engine == "swarm":
+        from homelab.cli import swarm
+
+        swarm.logs(stack.name, service, follow=follow, tail=tail)
     docker = Docker()
     docker.check()
     directory = (out or default_out(loaded)).resolve() / stack.name

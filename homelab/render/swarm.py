@@ -141,7 +141,7 @@ def _secret_ref(plan: Plan, name: str, target: str | None) -> dict[str, Any]:
 
 
 def _port(text: str) -> dict[str, Any]:
-    """"[host_ip:]published:target[/proto]" -> host mode: the port opens on the node that runs the task,
+    """ "[host_ip:]published:target[/proto]" -> host mode: the port opens on the node that runs the task,
     as with compose (Swarm's ingress mesh would open it on every node). Swarm has no host address."""
     text, _, protocol = text.partition("/")
     parts = text.split(":")

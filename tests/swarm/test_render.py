@@ -42,7 +42,9 @@ def test_example_stack_files_match_golden_files(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
     committed = {p: p.read_bytes() for p in GOLDEN.rglob("*") if p.is_file()}
-    stale = sorted(str(p.relative_to(REPO)) for p in expected.keys() | committed.keys() if expected.get(p) != committed.get(p))
+    stale = sorted(
+        str(p.relative_to(REPO)) for p in expected.keys() | committed.keys() if expected.get(p) != committed.get(p)
+    )
     assert not stale, f"swarm golden files out of date (run pytest --update-golden): {stale}"
 
 
@@ -64,7 +66,12 @@ def test_placement_update_order_and_edge_ports(example_dir: Path, tmp_path: Path
     assert {(p["published"], p["mode"]) for p in traefik["ports"]} >= {(80, "host"), (443, "host")}
     db = stacks["cloud"]["services"]["db"]["deploy"]
     assert db["placement"]["constraints"] == ["node.labels.homelab.storage == true"]
-    assert db["update_config"] == {"parallelism": 1, "order": "stop-first", "failure_action": "rollback", "monitor": "10s"}
+    assert db["update_config"] == {
+        "parallelism": 1,
+        "order": "stop-first",
+        "failure_action": "rollback",
+        "monitor": "10s",
+    }
     assert db["resources"]["limits"]["memory"] == "1g"
     ddclient = stacks["edge"]["services"]["ddclient"]["deploy"]
     assert "placement" not in ddclient and ddclient["update_config"]["order"] == "start-first"

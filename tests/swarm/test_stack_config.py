@@ -18,7 +18,9 @@ from tests.swarm.test_render import swarm_config
 pytestmark = pytest.mark.docker
 
 
-def test_docker_stack_config_accepts_every_rendered_stack_file(example_dir: Path, tmp_path: Path, require_program) -> None:  # type: ignore[no-untyped-def]
+def test_docker_stack_config_accepts_every_rendered_stack_file(
+    example_dir: Path, tmp_path: Path, require_program
+) -> None:  # type: ignore[no-untyped-def]
     docker = require_program("docker")
     out = tmp_path / "stacks"
     render_project(load(swarm_config(example_dir, swarm="{encrypt_overlay: true}")), out)
