@@ -7,7 +7,6 @@ never remembered.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any, Protocol
 from homelab.runtime import process
 
 NAMESPACE_LABEL = "com.docker.stack.namespace"
-SPEC_LABEL = "homelab.spec"  # the digest of what homelab deployed, on the service (homelab/swarm/converge.py)
+SPEC_LABEL = "homelab.spec"  # digest of what homelab deployed, on the service and its tasks (homelab/swarm/)
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,6 @@ class Service:
     update_state: str  # "" | updating | paused | completed | rollback_started | rollback_paused | rollback_completed
     update_message: str
     updated_at: str
-    template: str  # digest of the task template: a task running another one is from an older spec
     secrets: tuple[str, ...] = ()  # names of the Swarm secrets and configs its spec uses
     configs: tuple[str, ...] = ()
 
@@ -86,7 +84,6 @@ class Service:
             update_state=update.get("State", ""),
             update_message=update.get("Message", ""),
             updated_at=data.get("UpdatedAt", ""),
-            template=spec_digest(spec.get("TaskTemplate") or {}),
             secrets=tuple(s["SecretName"] for s in container.get("Secrets") or []),
             configs=tuple(c["ConfigName"] for c in container.get("Configs") or []),
         )
@@ -106,7 +103,7 @@ class Task:
     message: str
     error: str
     updated_at: str
-    template: str  # digest of the task's spec, compared with its service's template
+    spec_digest: str  # SPEC_LABEL of the task's container: which deployed spec it runs
 
     @classmethod
     def from_inspect(cls, data: dict[str, Any]) -> Task:
@@ -120,12 +117,8 @@ class Task:
             message=status.get("Message", ""),
             error=status.get("Err", ""),
             updated_at=data.get("UpdatedAt", ""),
-            template=spec_digest(data.get("Spec") or {}),
+            spec_digest=(((data.get("Spec") or {}).get("ContainerSpec") or {}).get("Labels") or {}).get(SPEC_LABEL, ""),
         )
-
-
-def spec_digest(spec: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
 class Swarm(Protocol):

@@ -3,7 +3,7 @@
 `docker stack deploy` sends every service of the file to the manager, which bumps each one's version even
 when nothing changed. So homelab decides itself: each service's digest covers its entry in stack.yaml,
 its entry in a `stack.override.yaml` kept next to it, and the content of the secrets it uses (configs are
-already named by their content); the digest is stamped on the service as a label. Only services whose
+already named by their content); the digest is stamped on the service and its containers as a label. Only services whose
 digest differs are deployed, as a stack file holding just them (`stack deploy` leaves the services a file
 does not name alone). Then the health gate waits until every deployed service runs the spec it was given
 on all its replicas (Swarm starts a task with a health check as running only once it is healthy), and
@@ -187,6 +187,9 @@ def _deploy(swarm: Swarm, want: Desired, names: list[str]) -> None:
         spec = json.loads(json.dumps(want.document["services"][name]))
         deploy = spec.setdefault("deploy", {})
         deploy["labels"] = {**deploy.get("labels", {}), SPEC_LABEL: want.digests[name]}
+        # on the containers too: a task says which spec it runs (a task's spec is not comparable with
+        # the service's, the engine fills defaults into one of them only)
+        spec["labels"] = {**spec.get("labels", {}), SPEC_LABEL: want.digests[name]}
         services[name] = spec
     document: dict[str, Any] = {"services": services}
     for key, ref_key in (("secrets", "secrets"), ("configs", "configs")):
@@ -238,7 +241,7 @@ def _verdict(want: Desired, name: str, service: Service | None, tasks: list[Task
     if service.update_state in FAILED_UPDATE:
         return f"failed: {name}: update {service.update_state} ({service.update_message})"
     mine = [t for t in tasks if t.service_id == service.id and t.desired == "running"]
-    current = [t for t in mine if t.state == "running" and t.template == service.template]
+    current = [t for t in mine if t.state == "running" and t.spec_digest == want.digests[name]]
     if len(current) >= service.replicas and len(mine) == len(current):
         return ""
     return f"{name}: {describe_tasks(mine) or 'no task yet'}"
