@@ -50,36 +50,18 @@ def up(
     from homelab import apply, drift
     from homelab.certs import guard
     from homelab.cli.report import print_report
+    from homelab.cli.swarm import engine_up
     from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
-    from homelab.runtime.docker import Docker
     from homelab.upgrade import guard_for, read_composes
 
     began = time.monotonic()
     loaded = load(config)
-    if loaded.config.engine == "swarm":
-        from homelab.cli import swarm
-
-        swarm.up(
-            loaded,
-            stacks or [],
-            out,
-            dry_run=dry_run,
-            timeout=timeout,
-            force=force,
-            progress=_progress(ctx),
-            show=_print_convergence,
-        )
+    if (docker := engine_up(loaded, stacks, out, dry_run, timeout, force, _progress(ctx), _print_convergence)) is None:
         return
-    docker = Docker()
-    docker.check()
     guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     previous = read_composes((out or default_out(loaded)).resolve())
-    if not dry_run:
-        from homelab.cli.swarm import leave_swarm_if_switched
-
-        leave_swarm_if_switched((out or default_out(loaded)).resolve(), _progress(ctx))
     result = render_project(loaded, out, force=force, dry_run=dry_run)
     selected = apply.select_stacks(result.plan, stacks or [])
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]

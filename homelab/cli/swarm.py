@@ -18,16 +18,16 @@ from homelab.config.loader import LoadedConfig
 from homelab.errors import EnvironmentProblem
 from homelab.layout import STACK_FILE, project_name
 from homelab.plan import Plan, build_plan
-from homelab.project import render_project
+from homelab.project import default_out, render_project
 from homelab.runtime import process
-from homelab.runtime.docker import Docker
+from homelab.runtime import docker as engine
 from homelab.runtime.swarm import SwarmCli
 from homelab.swarm import converge, state
 
 
 def manager() -> SwarmCli:
     """The swarm driver, once the engine answers and is a swarm manager; else EnvironmentProblem."""
-    Docker().check()
+    engine.Docker().check()
     swarm = SwarmCli()
     found = swarm.state()
     if found.local != "active":
@@ -37,6 +37,29 @@ def manager() -> SwarmCli:
     if not found.manager:
         raise EnvironmentProblem("engine: swarm, but this node is a worker: run homelab on a manager node")
     return swarm
+
+
+def engine_up(
+    loaded: LoadedConfig,
+    stacks: list[str] | None,
+    out: Path | None,
+    dry_run: bool,
+    timeout: int,
+    force: bool,
+    progress: Callable[[str], None],
+    show: Callable[[apply.Convergence], None],
+) -> engine.Docker | None:
+    """`up` on swarm (None: done). On compose: the checked engine, after taking homelab's swarm stacks
+    down when the stacks folder holds stack files (the engine was swarm: the same services must not run
+    twice)."""
+    if loaded.config.engine == "swarm":
+        up(loaded, stacks or [], out, dry_run=dry_run, timeout=timeout, force=force, progress=progress, show=show)
+        return None
+    docker = engine.Docker()
+    docker.check()
+    if not dry_run and any((out or default_out(loaded)).resolve().glob(f"*/{STACK_FILE}")):
+        converge.leave_swarm(SwarmCli(), None, progress)
+    return docker
 
 
 def up(
@@ -65,16 +88,11 @@ def up(
     if dry_run or not convergence.changed:
         return
     state.label_single_node(swarm, progress)
-    outcome = converge.apply(convergence, wanted, result.plan, swarm, Docker(), timeout=timeout, progress=progress)
+    outcome = converge.apply(
+        convergence, wanted, result.plan, swarm, engine.Docker(), timeout=timeout, progress=progress
+    )
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all converged and healthy in {time.monotonic() - began:.1f}s")
-
-
-def leave_swarm_if_switched(out: Path, progress: Callable[[str], None]) -> None:
-    """engine: compose now, but the stacks folder holds stack files (the engine was swarm): take homelab's
-    swarm stacks down before compose starts the same services (data, acme.json and secrets stay)."""
-    if any(out.glob(f"*/{STACK_FILE}")):
-        converge.leave_swarm(SwarmCli(), None, progress)
 
 
 def down(plan: Plan, stacks: list[str], progress: Callable[[str], None]) -> None:
