@@ -19,8 +19,8 @@ from homelab.errors import EnvironmentProblem
 from homelab.layout import STACK_FILE, project_name
 from homelab.plan import Plan, build_plan
 from homelab.project import default_out, render_project
-from homelab.runtime import process
 from homelab.runtime import docker as engine
+from homelab.runtime import process
 from homelab.runtime.swarm import SwarmCli
 from homelab.swarm import converge, state
 

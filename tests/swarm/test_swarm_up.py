@@ -12,6 +12,7 @@ import json
 import time
 
 import pytest
+import standins
 from dockerlab import free_port, https_get, wait_for
 
 from tests.swarm.conftest import make_swarm_deployment
@@ -43,7 +44,11 @@ def _serving(lab):  # type: ignore[no-untyped-def]
         status, _, body, cert = https_get(lab.https_port, HOST, root_pem=lab.pebble.root_pem)
         return (body, cert) if status == 200 else None
 
-    return wait_for(answer, 90, f"{HOST} over HTTPS with a Pebble certificate")
+    try:
+        return wait_for(answer, 90, f"{HOST} over HTTPS with a Pebble certificate")
+    except AssertionError as exc:  # what Traefik's swarm provider said
+        logs = standins.docker("service", "logs", "--tail", "40", "homelab-edge_traefik", check=False)
+        raise AssertionError(f"{exc}\n{logs.stdout}{logs.stderr}") from None
 
 
 def test_switch_to_swarm_serves_https_through_the_swarm_provider_keeping_data_and_certificate(lab) -> None:  # type: ignore[no-untyped-def]
@@ -108,8 +113,6 @@ def test_a_secret_change_rolls_its_services(lab) -> None:  # type: ignore[no-unt
 
 
 def test_a_failing_update_rolls_back_by_itself(lab, images) -> None:  # type: ignore[no-untyped-def]
-    import standins
-
     healthy = lab.data["images"]["gitea"]
     lab.data["images"]["gitea"] = images[standins.SICK]  # never healthy
     lab.write()
@@ -125,8 +128,6 @@ def test_a_failing_update_rolls_back_by_itself(lab, images) -> None:  # type: ig
 
 
 def test_a_service_no_node_can_take_is_reported_pending_with_the_reason(lab, swarm) -> None:  # type: ignore[no-untyped-def]
-    import standins
-
     standins.docker("node", "update", "--label-rm", "homelab.storage", swarm)
     try:
         lab.data["apps"]["gitea"]["resources"] = {"memory": "650m"}
