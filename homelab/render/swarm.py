@@ -151,7 +151,10 @@ def _port(text: str) -> dict[str, Any]:
 def _deploy(plan: Plan, stack: Stack, service: Service, labels: dict[str, str]) -> dict[str, Any]:
     stateful = _has_dataset(plan, service)
     order = "stop-first" if stateful or service.ports else "start-first"
-    deploy: dict[str, Any] = {"mode": "replicated", "replicas": 1}
+    # dnsrr: a service's name resolves to its tasks' addresses, no IPVS virtual IP in between. Ports are
+    # published in host mode (no routing mesh needed), and a kernel without ip_vs (this project's test
+    # machine) still connects: with a virtual IP there, every connection fails with "no route to host".
+    deploy: dict[str, Any] = {"mode": "replicated", "replicas": 1, "endpoint_mode": "dnsrr"}
     if labels:
         deploy["labels"] = labels
     constraints = _constraints(plan, stack, service, stateful)
