@@ -35,8 +35,9 @@ EDGE_LABEL = "homelab.edge"
 HOST_NETWORK = "hostnet"  # a service of compose's `network_mode: host` joins Swarm's `host` network
 DOCKER_SOCKET = "/var/run/docker.sock"
 DIGEST_PREFIX = "HOMELAB_DIGEST_"
-# what Traefik's swarm provider asks the Docker API (services, their tasks, overlay networks)
-SOCKET_PROXY_SWARM = {"SERVICES": "1", "TASKS": "1", "NETWORKS": "1"}
+# what Traefik's swarm provider asks the Docker API (services, their tasks and the nodes that run them,
+# overlay networks): seen refused by the socket proxy (403) in tests/swarm/test_swarm_up.py otherwise
+SOCKET_PROXY_SWARM = {"SERVICES": "1", "TASKS": "1", "NODES": "1", "NETWORKS": "1"}
 
 
 def render(plan: Plan, rendering: Rendering) -> None:
