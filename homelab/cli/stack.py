@@ -122,7 +122,7 @@ def down(
     if loaded.config.engine == "swarm":
         from homelab.cli import swarm
 
-        swarm.down(plan, stacks or [], _progress(ctx))
+        swarm.down(plan, (out or default_out(loaded)).resolve(), stacks or [], _progress(ctx))
         return
     selected = apply.select_stacks(plan, stacks or [])
     docker = Docker()

@@ -16,7 +16,7 @@ from homelab import apply
 from homelab.cli.report import print_report
 from homelab.config.loader import LoadedConfig
 from homelab.errors import EnvironmentProblem
-from homelab.layout import STACK_FILE, project_name
+from homelab.layout import project_name
 from homelab.plan import Plan, build_plan
 from homelab.project import default_out, render_project
 from homelab.runtime import docker as engine
@@ -57,8 +57,9 @@ def engine_up(
         return None
     docker = engine.Docker()
     docker.check()
-    if not dry_run and any((out or default_out(loaded)).resolve().glob(f"*/{STACK_FILE}")):
-        converge.leave_swarm(SwarmCli(), None, progress)
+    folder = (out or default_out(loaded)).resolve()
+    if not dry_run and (folder / converge.SWARM_MARK).exists():
+        converge.leave_swarm(SwarmCli(), folder, None, progress)
     return docker
 
 
@@ -95,9 +96,9 @@ def up(
     typer.echo(f"up: {done} applied; all converged and healthy in {time.monotonic() - began:.1f}s")
 
 
-def down(plan: Plan, stacks: list[str], progress: Callable[[str], None]) -> None:
+def down(plan: Plan, out: Path, stacks: list[str], progress: Callable[[str], None]) -> None:
     selected = apply.select_stacks(plan, stacks)
-    done = converge.leave_swarm(manager(), selected, progress)
+    done = converge.leave_swarm(manager(), out, selected, progress)
     typer.echo(f"down: {', '.join(done)} removed from the swarm; data kept" if done else "down: nothing was running")
 
 

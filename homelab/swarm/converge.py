@@ -36,6 +36,9 @@ from homelab.yamlio import safe_load
 OVERRIDE = "stack.override.yaml"  # the user's local tweaks, merged by `stack deploy` (compose's convention)
 DEPLOY_FILE = ".homelab-deploy.yaml"  # the services being deployed, next to stack.yaml (relative paths hold)
 DEPLOY_OVERRIDE = ".homelab-deploy.override.yaml"
+# In the stacks folder while homelab's stacks run on Swarm: `up` on compose takes them down first. A file
+# (not `docker service ls`) so a compose `up` asks the engine nothing more; `render` leaves it alone.
+SWARM_MARK = ".homelab-swarm"
 POLL_SECONDS = 1.0
 FAILED_UPDATE = ("paused", "rollback_paused", "rollback_completed")
 
@@ -151,6 +154,8 @@ def apply(
     start = time.monotonic()
     result = ApplyResult([], [], 0.0)
     leave_compose(docker, progress)
+    if convergence.stacks:
+        (convergence.stacks[0].directory.parent / SWARM_MARK).write_text("homelab's stacks run on Swarm\n")
     prepare_host(
         plan,
         [s.name for s in convergence.stacks if not s.remove_stack],
@@ -285,14 +290,16 @@ def leave_compose(docker: Engine, progress: Callable[[str], None]) -> None:
         docker.down(project, None)
 
 
-def leave_swarm(swarm: Swarm, stacks: Iterable[str] | None, progress: Callable[[str], None]) -> list[str]:
+def leave_swarm(swarm: Swarm, out: Path, stacks: Iterable[str] | None, progress: Callable[[str], None]) -> list[str]:
     """Remove homelab's swarm stacks (`down`; all of them when `stacks` is None: the engine is compose
     now), last stack first; datasets, acme.json and secrets stay."""
     try:
         running = sorted({s.namespace for s in swarm.services() if s.namespace.startswith(PROJECT_PREFIX)})
     except CommandFailed:  # not a swarm manager: nothing of ours runs on Swarm here
-        return []
+        running = []
     names = [n.removeprefix(PROJECT_PREFIX) for n in running] if stacks is None else list(stacks)
+    if not set(running) - {project_name(n) for n in names}:
+        (out / SWARM_MARK).unlink(missing_ok=True)
     done = []
     for name in reversed(names):
         if project_name(name) in running:

@@ -123,8 +123,10 @@ def test_compose_projects_are_taken_down_first_and_a_removed_service_is_removed(
 
 def test_down_removes_the_stacks_last_first(lab: Lab) -> None:
     lab.up()
-    done = converge.leave_swarm(lab.swarm, STACKS, lambda _m: None)
+    assert (lab.out / converge.SWARM_MARK).is_file()  # compose `up` will know to take the stacks down
+    done = converge.leave_swarm(lab.swarm, lab.out, STACKS, lambda _m: None)
     assert done == ["dev", "edge"] and not lab.swarm.services()
+    assert not (lab.out / converge.SWARM_MARK).exists()
 
 
 def test_nodes_say_what_runs_where(lab: Lab) -> None:
