@@ -9,11 +9,12 @@ certificate kept), is changed step by step, and switches back to compose.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import pytest
 import standins
-from dockerlab import free_port, https_get, wait_for
+from dockerlab import HOMELAB, free_port, https_get, wait_for
 
 from tests.swarm.conftest import make_swarm_deployment
 
@@ -66,7 +67,8 @@ def test_switch_to_swarm_serves_https_through_the_swarm_provider_keeping_data_an
     assert traefik["Labels"]["homelab.spec"]
     ports = traefik["EndpointSpec"]["Ports"]
     assert {p["PublishMode"] for p in ports} == {"host"}
-    nodes = json.loads(lab.homelab("nodes", "--json").stdout)["nodes"]
+    listed = subprocess.run([HOMELAB, "nodes", "--json"], capture_output=True, text=True, env=lab.env, check=True)
+    nodes = json.loads(listed.stdout)["nodes"]
     assert nodes[0]["labels"] == {"homelab.storage": "true", "homelab.edge": "true"}
     assert set(nodes[0]["services"]) == {"edge/traefik", "edge/socket-proxy", "dev/gitea"}
     print(f"compose -> swarm up: {lab.switch_seconds:.1f}s")
