@@ -63,7 +63,7 @@ class Service:
     update_state: str  # "" | updating | paused | completed | rollback_started | rollback_paused | rollback_completed
     update_message: str
     updated_at: str
-    secrets: tuple[str, ...] = ()  # names of the Swarm secrets and configs its spec uses
+    secrets: tuple[str, ...] = ()  # Swarm secrets and configs its spec and previous spec (rollback) use
     configs: tuple[str, ...] = ()
 
     @classmethod
@@ -84,13 +84,22 @@ class Service:
             update_state=update.get("State", ""),
             update_message=update.get("Message", ""),
             updated_at=data.get("UpdatedAt", ""),
-            secrets=tuple(s["SecretName"] for s in container.get("Secrets") or []),
-            configs=tuple(c["ConfigName"] for c in container.get("Configs") or []),
+            secrets=_names(data, "Secrets", "SecretName"),
+            configs=_names(data, "Configs", "ConfigName"),
         )
 
     @property
     def service(self) -> str:
         return self.name.removeprefix(f"{self.namespace}_")
+
+
+def _names(data: dict[str, Any], key: str, field: str) -> tuple[str, ...]:
+    """Names of the secrets or configs a service's spec uses, and its previous spec: a rollback needs them."""
+    names = []
+    for spec in (data.get("Spec") or {}, data.get("PreviousSpec") or {}):
+        container = (spec.get("TaskTemplate") or {}).get("ContainerSpec") or {}
+        names += [ref[field] for ref in container.get(key) or []]
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)

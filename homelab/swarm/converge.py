@@ -263,8 +263,8 @@ def describe_tasks(tasks: list[Task]) -> str:
 
 
 def prune_objects(swarm: Swarm, namespace: str) -> None:
-    """Secrets and configs of earlier versions (their names carry the old content's digest); one a task
-    still uses stays until the next `up`."""
+    """Secrets and configs of earlier versions (their names carry the old content's digest), except those
+    the services' previous specs name (Swarm rolls back to them)."""
     services = swarm.services([namespace])
     for kind in ("secret", "config"):
         used = {name for s in services for name in (s.secrets if kind == "secret" else s.configs)}

@@ -43,6 +43,7 @@ class FakeSwarm:
         self.secrets: dict[str, set[str]] = {}  # namespace -> names
         self.configs: dict[str, set[str]] = {}
         self.deployed_files: list[dict[str, Any]] = []
+        self.current: dict[str, tuple[str, ...]] = {}  # service -> the secrets its spec names
 
     def state(self) -> SwarmState:
         return SwarmState(self.local_state, self.manager, self.nodes_list[0].id)
@@ -90,6 +91,8 @@ class FakeSwarm:
         if old is not None and self.specs[name] == spec:
             return
         secret_names = tuple(document["secrets"][ref["source"]]["name"] for ref in spec.get("secrets", []))
+        # what the previous spec named is still in use (Swarm rolls back to it), as `service inspect` says
+        previous, self.current[name] = self.current.get(name, ()), secret_names
         config_names = tuple(document["configs"][ref["source"]]["name"] for ref in spec.get("configs", []))
         service = Service(
             id=old.id if old else f"s{next(_ids):04d}",
@@ -102,7 +105,7 @@ class FakeSwarm:
             update_state="completed" if old else "",
             update_message="",
             updated_at="2026-11-27T10:00:00.000000000Z",
-            secrets=secret_names,
+            secrets=tuple(dict.fromkeys(secret_names + previous)),
             configs=config_names,
         )
         if short in self.rollback and old is not None:

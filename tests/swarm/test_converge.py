@@ -76,7 +76,10 @@ def test_a_changed_secret_rolls_the_services_using_it_and_old_versions_are_prune
     new = set(lab.swarm.svc["homelab-dev_gitea"].secrets)
     changed = new - old
     assert len(changed) == 1 and next(iter(changed)).startswith("gitea_admin_password-")
-    assert not (old - new) & set(lab.swarm.objects("secret", "homelab-dev"))
+    assert old <= set(lab.swarm.objects("secret", "homelab-dev"))  # the previous spec (a rollback) names them
+    (lab.out / "secrets" / "gitea_admin_password").write_text("and-a-third-value\n")
+    lab.up()
+    assert not (old - new) & set(lab.swarm.objects("secret", "homelab-dev"))  # two versions back: pruned
 
 
 def test_the_single_node_is_labelled_once(lab: Lab) -> None:
