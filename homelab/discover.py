@@ -1,6 +1,7 @@
-"""`homelab monitor discover` and `check` (a verb: it reaches ipmitool and the host through
-homelab/runtime/): read what the box has (BMC, lm-sensors, disks) into an
-inventory, and compare a written inventory with what the BMC reports now."""
+"""`homelab monitor discover` and `check` (a verb: it reaches ipmitool, the host, smartctl and ZFS
+through homelab/runtime/): read what the box has (BMC, lm-sensors, disks and their SMART support,
+network cards, ZFS pools) into an inventory, and compare a written inventory with what the box
+reports now."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from pathlib import Path
 from typing import Literal
 
 from homelab.config.loader import LoadedConfig
-from homelab.errors import ConfigError, EnvironmentProblem
+from homelab.errors import CommandFailed, ConfigError, EnvironmentProblem
 from homelab.monitoring import inventory as inv
 from homelab.monitoring.listing import Sensor, merge, parse
 from homelab.runtime.hwmon import HostReader
 from homelab.runtime.ipmi import BmcReader
+from homelab.runtime.smart import SmartReader
+from homelab.runtime.zfs import Zfs
 
 # lm-sensors feature prefix -> collectd sensors plugin type
 HWMON_TYPES: dict[str, Literal["temperature", "fanspeed", "voltage"]] = {
@@ -67,13 +70,35 @@ def disk_names(text: str) -> list[str]:
     return sorted(d["name"] for d in devices if d.get("type") == "disk" and d.get("tran") in ("sata", "sas", "nvme"))
 
 
-def discover(bmc: BmcReader | None, host: HostReader | None, previous: inv.Inventory | None = None) -> Found:
+def pool_names(zfs: Zfs | None) -> list[str] | None:
+    """The imported pools; None when ZFS is not installed or does not answer."""
+    if zfs is None or not zfs.available():
+        return None
+    try:
+        return sorted(p.name for p in zfs.pools())
+    except CommandFailed:
+        return None
+
+
+def discover(
+    bmc: BmcReader | None,
+    host: HostReader | None,
+    previous: inv.Inventory | None = None,
+    *,
+    smart: SmartReader | None = None,
+    zfs: Zfs | None = None,
+) -> Found:
     sensors, skipped = read_bmc(bmc) if bmc else ((), ())
     found = inv.from_sensors(sensors)
     hwmon = hwmon_entries(host.sensors_json()) if host else []
     disks = disk_names(host.disks_json()) if host else []
     nics = host.nics() if host else []
-    fresh = found.model_copy(update={"hwmon": hwmon, "disks": disks, "nics": nics})
+    # a disk smartctl cannot tell about (no smartctl) keeps its SMART series: better a silent rule
+    # than a failing disk nobody watches
+    no_smart = [d for d in disks if smart is not None and smart.supports(d) is False]
+    fresh = found.model_copy(
+        update={"hwmon": hwmon, "disks": disks, "no_smart": no_smart, "nics": nics, "pools": pool_names(zfs) or []}
+    )
     return Found(keep_edits(fresh, previous) if previous else fresh, skipped)
 
 
@@ -102,12 +127,18 @@ class Drift:
         return not self.missing and not self.new
 
 
-def check(bmc: BmcReader, inventory: inv.Inventory) -> Drift:
+def check(bmc: BmcReader, inventory: inv.Inventory, zfs: Zfs | None = None) -> Drift:
+    """The BMC's sensors (and, given `zfs`, the imported pools) now against the inventory."""
     sensors, _ = read_bmc(bmc)
-    now = {(s.name, s.entity_text or None) for s in sensors if s.reading is not None}
+    now = {(s.name, s.entity_text or None) for s in sensors if s.reading is not None or s.states is not None}
     known = {(e.name, e.entity) for e in inventory.bmc}
-    missing = [e.name for e in inventory.collected() if (e.name, e.entity) not in now]
+    watched = inventory.collected() + inventory.discrete()
+    missing = [e.name for e in watched if (e.name, e.entity) not in now]
     new = [name for name, entity in sorted(now - known, key=str)]
+    pools = pool_names(zfs)
+    if pools is not None:
+        missing += [f"pool {p}" for p in inventory.pools if p not in pools]
+        new += [f"pool {p}" for p in pools if p not in inventory.pools]
     return Drift(tuple(missing), tuple(new))
 
 
@@ -135,11 +166,18 @@ def bmc_reader(loaded: LoadedConfig) -> BmcReader | None:
     return Ipmitool(ipmi.address, ipmi.username, password, cipher_suite=ipmi.cipher_suite)
 
 
-def discover_into(loaded: LoadedConfig, bmc: BmcReader | None, host: HostReader | None) -> tuple[Path, Found]:
+def discover_into(
+    loaded: LoadedConfig,
+    bmc: BmcReader | None,
+    host: HostReader | None,
+    *,
+    smart: SmartReader | None = None,
+    zfs: Zfs | None = None,
+) -> tuple[Path, Found]:
     """Discover and write the inventory file (keeping the user's edits of an existing one)."""
     path = inventory_path(loaded)
     previous = inv.load(path) if path.exists() else None
-    found = discover(bmc, host, previous)
+    found = discover(bmc, host, previous, smart=smart, zfs=zfs)
     if not found.inventory.bmc and bmc is not None:
         raise EnvironmentProblem(
             f"the BMC listed no sensor; nothing written to {path}: " + "; ".join(found.skipped[:3])

@@ -13,6 +13,8 @@ from typing import Literal
 from homelab.discover import drift_report
 from homelab.errors import CommandFailed, HomelabError
 from homelab.host import ACME_MODE, acme_json_path, acme_state
+from homelab.images.budget import Budget
+from homelab.memory import ArcPlan, host_budget, plan_arc
 from homelab.plan import Plan
 from homelab.runtime.docker import Docker, Engine
 from homelab.runtime.ipmi import BmcReader
@@ -48,7 +50,19 @@ def run_checks(
         from homelab.swarm.state import checks as swarm_checks
 
         checks += swarm_checks(plan, swarm or SwarmCli())
-    return [*checks, *status.held_checks(plan)]
+    return [*checks, *status.held_checks(plan), *memory_checks(host_budget(plan), plan_arc)]
+
+
+def memory_checks(box: Budget, arc_of: Callable[[int], ArcPlan]) -> Iterator[Check]:
+    """The memory budget against this machine's RAM, and whether the ZFS ARC is capped to fit it."""
+    yield Check("fail" if box.problems() else "ok", "memory", " ".join([*box.problems(), box.summary()[0]]))
+    for warning in box.warnings():
+        yield Check("warn", "memory", warning)
+    arc = arc_of(box.arc_max)
+    if arc.changes:
+        yield Check("warn", "zfs arc", f"{arc.describe()}: run `homelab storage apply`")
+    else:
+        yield Check("ok", "zfs arc", arc.describe())
 
 
 def _sensors(plan: Plan, bmc: BmcReader | None) -> Iterator[Check]:

@@ -76,6 +76,7 @@ Kind = Literal[
     "packets_rate",
     "connections",
     "days",
+    "state",
 ]
 Aggregation = Literal["average", "max", "min", "last", "sum"]
 
@@ -99,17 +100,19 @@ UNITS: dict[str, str] = {
     "packets_rate": "pps",
     "connections": "short",
     "days": "d",
+    "state": "none",
 }
 
 # Temperatures keep their peaks, fans their troughs (a fan that stopped for a minute must still show),
-# SMART counters and timestamps their latest, days to a certificate's expiry their lowest; everything
-# else is averaged.
+# SMART counters and timestamps their latest, days to a certificate's expiry their lowest, a discrete
+# sensor's state bits the last seen (an average of bit masks means nothing); everything else is averaged.
 AGGREGATION: dict[str, Aggregation] = {
     "temperature": "max",
     "fanspeed": "min",
     "count": "max",
     "timestamp": "max",
     "days": "min",
+    "state": "last",
 }
 
 
@@ -132,6 +135,7 @@ class Series:
     label: str  # human name for legends and alerts
     cpu: bool = False  # a CPU temperature
     limits: Limits = field(default_factory=Limits)  # the sensor's own alert limits (BMC or profile)
+    states: int | None = None  # a discrete sensor's asserted states at discovery (its normal)
 
     @property
     def path(self) -> str:

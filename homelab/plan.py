@@ -17,6 +17,8 @@ from homelab.catalog import CatalogEntry, ServiceSpec, TcpRouteSpec, app_names, 
 from homelab.config.loader import LoadedConfig
 from homelab.config.models import App, Config
 from homelab.config.resources import Resources
+from homelab.errors import ConfigError
+from homelab.images.budget import over_budget
 from homelab.layout import EDGE_STACK, PROXY_NETWORK, secret_name
 from homelab.monitoring.inventory import Inventory
 from homelab.monitoring.inventory import of_config as inventory_of
@@ -126,6 +128,8 @@ class Plan:
     datasets: list[Dataset]
     secrets: dict[str, Secret]
     inventory: Inventory | None = None  # the sensors `homelab monitor discover` found (monitoring.inventory)
+    # certificate name sets past staging (homelab.certs.staging.with_stages): the edge orders them from production
+    production_ready: frozenset[frozenset[str]] = frozenset()
 
     def route_for(self, stack: str, service: str) -> Route | None:
         return next((r for r in self.routes if r.stack == stack and r.service == service), None)
@@ -177,9 +181,10 @@ def _hostname(config: Config, label: str) -> str:
     return f"{label}.{config.domain.name}"
 
 
-def build_plan(loaded: LoadedConfig) -> Plan:
+def build_plan(loaded: LoadedConfig, extra_entries: tuple[str, ...] = ()) -> Plan:
+    """`extra_entries`: catalog entries no config key enables (local mode's CA, homelab/local.py)."""
     config = loaded.config
-    entries = _entries(config)
+    entries = _entries(config) + [entry(name) for name in extra_entries]
     plan = Plan(
         config=config,
         profile=load_profile(config.server.profile),
@@ -197,6 +202,8 @@ def build_plan(loaded: LoadedConfig) -> Plan:
     # Dependency order (the edge first); a stack STACK_ORDER does not know comes last, in catalog order.
     rank = {name: index for index, name in enumerate(STACK_ORDER)}
     plan.stacks = {name: plan.stacks[name] for name in sorted(plan.stacks, key=lambda n: rank.get(n, len(rank)))}
+    if problems := over_budget(plan, loaded):
+        raise ConfigError(problems)
     return plan
 
 

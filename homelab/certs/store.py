@@ -116,35 +116,43 @@ def _name(name: x509.Name) -> str:
 
 
 def read_acme_json(path: Path, challenge: str) -> Holdings:
-    """Traefik's store: {resolver: {Account: {Registration: {uri}}, Certificates: [{certificate}]}}."""
+    """Every certificate of every resolver in Traefik's store."""
+    served = [c for held in read_resolvers(path, challenge).values() for c in held]
+    return Holdings(served, list(served))
+
+
+def read_resolvers(path: Path, challenge: str = "") -> dict[str, list[Issued]]:
+    """Traefik's store: {resolver: {Account: {Registration: {uri}}, Certificates: [{certificate}]}}, as
+    the certificates per resolver, in the store's order."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return Holdings([], [])
+        return {}
     except OSError as exc:
         raise UnreadableStore(f"{path}: cannot read ({exc.strerror})") from None
     if not text.strip():
-        return Holdings([], [])  # Traefik's store before its first certificate
+        return {}  # Traefik's store before its first certificate
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise UnreadableStore(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise UnreadableStore(f"{path}: expected an object of resolvers")
-    served = []
+    held: dict[str, list[Issued]] = {}
     for resolver, content in data.items():
         if not isinstance(content, dict):
             raise UnreadableStore(f"{path}: resolver {resolver!r} is not an object")
         account = content.get("Account") or {}
         url = str(((account.get("Registration") or {}).get("uri")) or "")
+        held[resolver] = []
         for index, entry in enumerate(content.get("Certificates") or []):
             where = f"{path}: {resolver}.Certificates[{index}]"
             try:
                 pem = base64.b64decode(entry["certificate"], validate=True)
             except (KeyError, TypeError, binascii.Error):
                 raise UnreadableStore(f"{where}: no base64 certificate") from None
-            served.append(parse_certificate(pem, where, challenge, url))
-    return Holdings(served, list(served))
+            held[resolver].append(parse_certificate(pem, where, challenge, url))
+    return held
 
 
 def read_certbot(config_dir: Path) -> Holdings:

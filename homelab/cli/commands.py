@@ -53,30 +53,39 @@ def plan(
     force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show what render would change: files new/changed/identical and the stacks affected."""
+    """Show the memory budget (reservations, limits, ZFS ARC cap against the profile's RAM), then what
+    render would change: files new/changed/identical and the stacks affected."""
     from homelab.config.loader import load
+    from homelab.images.budget import budget
     from homelab.project import render_project
 
     result = render_project(load(config), out, force=force, dry_run=True)
+    box = budget(result.plan)
     if as_json:
-        emit_json(report_json(result, config))
+        emit_json({**report_json(result, config), "budget": box.as_json()})
         return
+    typer.echo("memory budget (docs/resources.md):")
+    for line in [*box.summary(), *(f"warn: {w}" for w in box.warnings())]:
+        typer.echo(f"  {line}")
     print_report(result, applied=False)
 
 
 @app.command()
 def doctor(config: ConfigOption = DEFAULT_CONFIG, as_json: JsonOption = False) -> None:
-    """Preflight: docker + compose, ports, DNS names, ZFS, acme.json, free disk."""
+    """Preflight: docker + compose, ports, DNS names, ZFS, acme.json, free disk, the memory budget against
+    this machine's RAM and the ZFS ARC cap."""
     from homelab.config.loader import load
     from homelab.discover import bmc_reader
     from homelab.doctor import run_checks
+    from homelab.memory import host_budget
     from homelab.plan import build_plan
 
     loaded = load(config)
-    checks = run_checks(build_plan(loaded), bmc=bmc_reader(loaded) if loaded.config.monitoring.inventory else None)
+    plan = build_plan(loaded)
+    checks = run_checks(plan, bmc=bmc_reader(loaded) if loaded.config.monitoring.inventory else None)
     if not as_json:
         raise typer.Exit(print_checks(checks))
     failed = sum(c.level == "fail" for c in checks)
     rows = [{"level": c.level, "name": c.name, "detail": c.detail} for c in checks]
-    emit_json({"ok": not failed, "failed": failed, "checks": rows})
+    emit_json({"ok": not failed, "failed": failed, "checks": rows, "budget": host_budget(plan).as_json()})
     raise typer.Exit(1 if failed else 0)

@@ -79,33 +79,39 @@ def snapshot(
 
 @monitor_app.command()
 def discover(config: ConfigOption = DEFAULT_CONFIG) -> None:
-    """Read the BMC's sensors and thresholds (ipmitool, with the configured BMC settings), lm-sensors
-    and the disks into the inventory file `monitoring.inventory` names; edits of an existing one are kept."""
+    """Read the BMC's sensors and thresholds (ipmitool, with the configured BMC settings), lm-sensors,
+    the disks and their SMART support (smartctl), the network cards and the ZFS pools into the inventory
+    file `monitoring.inventory` names; edits of an existing one are kept."""
     from homelab.config.loader import load
     from homelab.discover import bmc_reader, discover_into
     from homelab.runtime.hwmon import Host
+    from homelab.runtime.smart import Smartctl
+    from homelab.runtime.zfs import ZfsCli
 
     loaded = load(config)
-    path, found = discover_into(loaded, bmc_reader(loaded), Host())
-    collected = found.inventory.collected()
-    typer.echo(f"{path}: {len(found.inventory.bmc)} BMC sensors ({len(collected)} collected), "
-               f"{len(found.inventory.hwmon)} lm-sensors features, {len(found.inventory.disks)} disks, "
-               f"{len(found.inventory.nics)} network cards")  # fmt: skip
+    path, found = discover_into(loaded, bmc_reader(loaded), Host(), smart=Smartctl(), zfs=ZfsCli())
+    inventory = found.inventory
+    typer.echo(f"{path}: {len(inventory.bmc)} BMC sensors ({len(inventory.collected())} collected), "
+               f"{len(inventory.hwmon)} lm-sensors features, {len(inventory.disks)} disks "
+               f"({len(inventory.no_smart)} without SMART), {len(inventory.nics)} network cards, "
+               f"{len(inventory.pools)} ZFS pools")  # fmt: skip
     for line in found.skipped:
         typer.echo(f"  skipped {line}", err=True)
 
 
 @monitor_app.command()
 def check(config: ConfigOption = DEFAULT_CONFIG) -> None:
-    """Compare the inventory with what the BMC reports now: sensors gone, sensors new. Exit 1 on drift."""
+    """Compare the inventory with what the BMC and ZFS report now: sensors and pools gone or new. Exit 1
+    on drift."""
     from homelab.config.loader import load
     from homelab.discover import bmc_reader, inventory_path
     from homelab.discover import check as compare
     from homelab.monitoring import inventory
+    from homelab.runtime.zfs import ZfsCli
 
     loaded = load(config)
     reader = bmc_reader(loaded)
-    drift = compare(reader, inventory.load(inventory_path(loaded))) if reader else None
+    drift = compare(reader, inventory.load(inventory_path(loaded)), ZfsCli()) if reader else None
     if drift is None:
         typer.echo("monitoring.ipmi is off: nothing to compare")
         return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -77,7 +78,7 @@ def print_checks(checks: list[Check]) -> int:
     return 1 if failed else 0
 
 
-def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """Columns padded to their widest cell, two spaces apart."""
     table = [header, *rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

@@ -22,7 +22,22 @@ from homelab.cli.options import (
 from homelab.cli.report import emit_json, print_table
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
+    from pathlib import Path
+
     from homelab.apply import Convergence
+    from homelab.config.loader import LoadedConfig
+    from homelab.plan import Plan
+    from homelab.project import RenderResult
+    from homelab.runtime.docker import Docker
+
+LocalOption = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        help="Local mode: the apps on <app>.localhost with certificates from a local ACME CA (Pebble) it runs; "
+        "nothing reaches Let's Encrypt. Files under local/ next to homelab.yaml.",
+    ),
+]
 
 
 def _progress(ctx: typer.Context) -> Callable[[str], None]:
@@ -44,26 +59,26 @@ def up(
     no_snapshot: Annotated[
         bool, typer.Option("--no-snapshot", help="Upgrade images even where no snapshot can undo it.")
     ] = False,
+    local: LocalOption = False,
 ) -> None:
-    """Render, show the plan, apply only what changed (edge first), wait for health; roll back a failed
-    upgrade (docs/upgrades.md)."""
+    """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
     from homelab import apply, drift
     from homelab.certs import guard
     from homelab.cli.report import print_report
-    from homelab.cli.swarm import engine_up
-    from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
     from homelab.upgrade import guard_for, read_composes
 
     began = time.monotonic()
-    loaded = load(config)
-    if (docker := engine_up(loaded, stacks, out, dry_run, timeout, force, _progress(ctx), _print_convergence)) is None:
-        return
-    guard.enforce(build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
+    loaded, plan, out = _load(config, out, local)
+    if (docker := _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)) is None:
+        return  # engine: swarm did it
+    guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     previous = read_composes((out or default_out(loaded)).resolve())
-    result = render_project(loaded, out, force=force, dry_run=dry_run)
+    result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
     selected = apply.select_stacks(result.plan, stacks or [])
+    if local and not dry_run:
+        _pull_local(result.plan, selected, docker, result.out)
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
     pending = None
     if dry_run:
@@ -82,7 +97,7 @@ def up(
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
     if dry_run or not convergence.changed:
-        return
+        return None if dry_run else _finish(stacks, loaded, result, docker, timeout, _progress(ctx), local)
     progress = _progress(ctx)
     undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
     outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
@@ -90,6 +105,72 @@ def up(
         typer.echo(f"repaired {drift.describe(found)}")
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
+    _finish(stacks, loaded, result, docker, timeout, progress, local)
+
+
+def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Plan | None, Path | None]:
+    """The config as `up`/`down` act on it: as written, or localized with its own plan and folder."""
+    from homelab import local as local_mode
+    from homelab.config.loader import load
+
+    loaded = load(config)
+    if not local:
+        return loaded, None, out
+    localized = local_mode.localize(loaded)
+    return localized, local_mode.local_plan(localized), out or local_mode.local_out(loaded)
+
+
+def _engine() -> Docker:
+    """The Docker Engine, checked: reachable, with compose v2 (else exit 4, one line)."""
+    from homelab.runtime.docker import Docker
+
+    docker = Docker()
+    docker.check()
+    return docker
+
+
+def _engine_for_up(
+    loaded: LoadedConfig,
+    stacks: list[str] | None,
+    out: Path | None,
+    dry_run: bool,
+    timeout: int,
+    force: bool,
+    ctx: typer.Context,
+) -> Docker | None:
+    """The checked engine for compose; None when `up` ran on Swarm (engine: swarm, homelab/cli/swarm.py)."""
+    from homelab.cli.swarm import engine_up
+
+    return engine_up(loaded, stacks, out, dry_run, timeout, force, _progress(ctx), _print_convergence)
+
+
+def _pull_local(plan: Plan, stacks: list[str], docker: Docker, out: Path) -> None:
+    from homelab import local as local_mode
+
+    local_mode.pull_missing(plan, stacks, docker, out)  # refuses naming each image it cannot pull
+
+
+def _finish(
+    stacks: list[str] | None,
+    loaded: LoadedConfig,
+    result: RenderResult,
+    docker: Docker,
+    timeout: int,
+    progress: Callable[[str], None],
+    local: bool,
+) -> None:
+    """After `up` applied (or found nothing to do): staging first's switch - production is asked, in
+    this `up`, for what staging issued; only on an `up` of every stack, as it changes every app's
+    routers - then local mode's last step."""
+    if not stacks:
+        from homelab.certs import switch
+
+        for line in switch.after_up(loaded, result.out, docker, timeout=timeout, progress=progress):
+            typer.echo(line)
+    if local:
+        from homelab import local as local_mode
+
+        local_mode.finish(loaded, result.plan, typer.echo)
 
 
 def _print_convergence(convergence: Convergence) -> None:
@@ -108,32 +189,34 @@ def _print_convergence(convergence: Convergence) -> None:
 
 @app.command()
 def down(
-    ctx: typer.Context, stacks: StacksArgument = None, config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None
+    ctx: typer.Context,
+    stacks: StacksArgument = None,
+    config: ConfigOption = DEFAULT_CONFIG,
+    out: OutOption = None,
+    local: LocalOption = False,
 ) -> None:
     """Stop and remove the stacks' containers (reverse order). Datasets, acme.json and secrets are kept."""
     from homelab import apply
-    from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out
-    from homelab.runtime.docker import Docker
 
-    loaded = load(config)
-    plan = build_plan(loaded)
+    loaded, local_plan, out = _load(config, out, local)
+    plan = local_plan or build_plan(loaded)
     if loaded.config.engine == "swarm":
         from homelab.cli import swarm
 
         swarm.down(plan, (out or default_out(loaded)).resolve(), stacks or [], _progress(ctx))
         return
     selected = apply.select_stacks(plan, stacks or [])
-    docker = Docker()
-    docker.check()
+    docker = _engine()
     done = apply.down(plan, (out or default_out(loaded)).resolve(), docker, selected, progress=_progress(ctx))
     typer.echo(f"down: {', '.join(done)} stopped; data kept" if done else "down: nothing was running")
 
 
 @app.command()
 def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json: JsonOption = False) -> None:
-    """Per service: state, health, image, route URL, certificate expiry, last change; then drift
+    """Per service: state, health, image, route URL, certificate expiry, last change, memory in use / limit,
+    restarts (and whether the last exit was an OOM kill); then drift
     (containers changed by hand, strays; `up` repairs them)."""
     from homelab import drift
     from homelab import status as service_status
@@ -158,11 +241,22 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     if as_json:
         emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
         raise typer.Exit(1 if bad else 0)
-    header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE")
-    print_table(
-        header,
-        [(f"{r.stack}/{r.service}", r.state, r.health, r.image, r.url, r.cert_expiry, r.last_change) for r in rows],
-    )
+    header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE", "MEMORY", "RESTARTS")
+    cells = [
+        (
+            f"{r.stack}/{r.service}",
+            r.state,
+            r.health,
+            r.image,
+            r.url,
+            r.cert_expiry,
+            r.last_change,
+            r.memory,
+            f"{r.restarts}{' (OOM-killed)' if r.oom_killed else ''}",
+        )
+        for r in rows
+    ]
+    print_table(header, cells)
     for found in drifts:
         typer.echo(drift.describe(found))
     raise typer.Exit(1 if bad else 0)

@@ -77,13 +77,23 @@ def _sections(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[
             ("server", "profile"),
             f"unknown hardware profile {config.server.profile!r} (known: {', '.join(available())})",
         )
-    if config.edge.kind == "nginx" and config.domain.acme.challenge != "http":
+    acme = config.domain.acme
+    if config.domain.wildcard and acme.challenge != "dns":
+        yield (
+            ("domain", "wildcard"),
+            "wildcard certificates need challenge 'dns' (Let's Encrypt validates them over DNS only)",
+        )
+    if config.edge.kind == "nginx" and acme.challenge == "tls":
         yield (
             ("domain", "acme", "challenge"),
-            (
-                f"the nginx edge gets certificates with certbot's webroot: use challenge 'http', "
-                f"not {config.domain.acme.challenge!r}"
-            ),
+            "the nginx edge gets certificates with certbot's webroot (http) or its rfc2136 plugin (dns): "
+            "use challenge 'http' or 'dns', not 'tls'",
+        )
+    if config.edge.kind == "nginx" and acme.challenge == "dns" and acme.dns_provider != "rfc2136":
+        yield (
+            ("domain", "acme", "dns_provider"),
+            f"the nginx edge's certbot has the rfc2136 DNS plugin only: use dns_provider 'rfc2136', "
+            f"not {acme.dns_provider!r}",
         )
 
     taken: dict[str, str] = {}

@@ -7,7 +7,7 @@ import re
 import types
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,10 +27,15 @@ class LoadedConfig:
 
     config: Config
     path: Path
+    lines: dict[Loc, int] = field(default_factory=dict, compare=False, repr=False)  # key -> its line
 
     @property
     def base_dir(self) -> Path:
         return self.path.parent
+
+    def where(self, loc: Loc) -> str:
+        """`file:line` of a key, for problems found after loading (e.g. the RAM budget)."""
+        return f"{self.path}:{_line_of(loc, self.lines)}"
 
     def secret_path(self, relative: str) -> Path:
         return (self.base_dir / relative).resolve()
@@ -183,7 +188,7 @@ def load(path: Path | str) -> LoadedConfig:
         missing="create one with `homelab init`",
         empty="the file is empty (expected `version: 1` and the server settings)",
     )
-    loaded = LoadedConfig(config, path.resolve())
+    loaded = LoadedConfig(config, path.resolve(), index)
     problems = [
         f"{path}:{_line_of(loc, index)}: {_dotted(loc)}: {message}"
         for loc, message in (*cross_field_problems(config, index.__contains__), *secret_file_problems(loaded))

@@ -1,7 +1,6 @@
 """The one config model. Every key a user can write in homelab.yaml is declared here, with its doc.
 
-The config reference (docs/config-reference.md) is generated from these models, so a field's
-description is user documentation.
+The config reference (docs/config-reference.md) is generated from them: a field's description is user documentation.
 """
 
 from __future__ import annotations
@@ -56,6 +55,18 @@ class Server(Model):
     )
 
 
+class Rfc2136(Model):
+    """A DNS server taking RFC 2136 dynamic updates signed with a TSIG key (BIND, Knot, PowerDNS...)."""
+
+    server: Address = Field(description="The authoritative server taking the updates (IP or host name).")
+    port: Port = Field(53, description="Its DNS port.")
+    tsig_key: Hostname = Field(description="The TSIG key's name, as in the server's `key` statement.")
+    tsig_algorithm: Literal["hmac-sha256", "hmac-sha384", "hmac-sha512"] = Field(
+        "hmac-sha256", description="The TSIG key's algorithm."
+    )
+    tsig_secret_file: SecretFile = Field(description="File (0600) holding the key's base64 secret.")
+
+
 class Acme(Model):
     email: Email = Field(description="Account email for Let's Encrypt (expiry notices).")
     challenge: Literal["http", "tls", "dns"] = Field(
@@ -69,9 +80,18 @@ class Acme(Model):
         description="Provider variables -> secret files, e.g. {CF_DNS_API_TOKEN: secrets/cf-token}. "
         "Passed to the edge as VAR_FILE, never as values.",
     )
+    rfc2136: Rfc2136 | None = Field(None, description="The DNS server and TSIG key for dns_provider rfc2136.")
     staging: bool = Field(False, description="Use Let's Encrypt staging (untrusted certificates, high limits).")
     ca_server: Url | None = Field(
         None, description="ACME directory URL overriding production/staging (e.g. a Pebble test CA)."
+    )
+    staging_first: bool = Field(
+        True, description="Issue new names from the staging CA first, production once it did (docs/certificates.md)."
+    )
+    staging_ca_server: Url | None = Field(
+        None,
+        description="The staging-first CA when ca_server is set (e.g. a second Pebble); without it a custom "
+        "ca_server is used directly.",
     )
 
     @model_validator(mode="after")
@@ -80,12 +100,19 @@ class Acme(Model):
             raise ValueError("challenge 'dns' needs dns_provider")
         if self.challenge != "dns" and (self.dns_provider or self.dns_credentials):
             raise ValueError(f"dns_provider/dns_credentials only apply to challenge 'dns', not {self.challenge!r}")
+        if (self.dns_provider == "rfc2136") != (self.rfc2136 is not None):
+            raise ValueError("dns_provider 'rfc2136' and the rfc2136 section go together")
         return self
 
 
 class Domain(Model):
     name: DomainName = Field(description="The domain the apps live under, e.g. example.com.")
     acme: Acme = Field(description="Let's Encrypt settings.")
+    wildcard: bool = Field(
+        False,
+        description="One certificate for the domain and *.domain, served for every app (needs challenge dns); "
+        "keeps the app names out of public certificate logs.",
+    )
 
 
 class Edge(Model):
@@ -102,6 +129,7 @@ class Edge(Model):
         "172.30.250.0/24", description="Subnet of the shared proxy network (apps trust proxies from it)."
     )
     hsts_seconds: int = Field(63072000, ge=0, description="Strict-Transport-Security max-age.")
+    encrypt_overlay: bool = Field(False, description="engine: swarm: IPsec on the proxy overlay (docs/swarm.md).")
 
 
 DdnsProvider = Literal["dyndns2", "cloudflare", "namecheap", "duckdns"]
@@ -246,6 +274,25 @@ class Webhook(Model):
     url: str = Field(pattern=r"^https?://\S+$", description="Where Grafana POSTs alerts, e.g. https://ntfy.sh/topic.")
 
 
+class SensorLimits(Model):
+    """A sensor's alert limits; each one set here replaces the BMC's (the inventory's)."""
+
+    lower_critical: float | None = Field(None, description="Fans and voltages alert below this.")
+    lower_non_critical: float | None = Field(None, description="Drawn on dashboards only.")
+    upper_non_critical: float | None = Field(None, description="Drawn on dashboards only.")
+    upper_critical: float | None = Field(
+        None, description="Temperatures, voltages, power and current alert above this."
+    )
+
+
+class SensorOverride(Model):
+    """Changes to one discovered sensor, kept in homelab.yaml (the inventory file can be rewritten)."""
+
+    label: str | None = Field(None, min_length=1, description="Its name on dashboards and in alerts.")
+    hide: bool | None = Field(None, description="true: not collected, no panel, no alert.")
+    thresholds: SensorLimits = Field(default_factory=SensorLimits, description="Alert limits that replace the BMC's.")
+
+
 class Monitoring(Model):
     enabled: bool = Field(True, description="Deploy collectd, Graphite and Grafana.")
     interval: int = Field(10, ge=1, le=300, description="Collection interval in seconds (= finest retention).")
@@ -260,6 +307,11 @@ class Monitoring(Model):
         None,
         description="The sensor inventory `homelab monitor discover` writes (relative to homelab.yaml); "
         "without one the hardware profile's sensors are used.",
+    )
+    sensors: dict[str, SensorOverride] = Field(
+        default_factory=dict,
+        description="Per-sensor changes over the inventory, by the sensor's name (as the BMC prints it) or its "
+        "inventory `key`.",
     )
 
 
@@ -313,26 +365,13 @@ class Backup(Model):
         return self
 
 
-class Swarm(Model):
-    encrypt_overlay: bool = Field(
-        False,
-        description="Encrypt the edge's overlay network (IPsec between nodes; costs CPU, needs ESP, IP protocol 50, "
-        "allowed between the nodes). Only with engine: swarm.",
-    )
-
-
 class Certs(Model):
     public_address: IPvAnyAddress | None = Field(None, description="Public IP (what ddclient reports) to check.")
 
 
 class Config(Model):
     version: Literal[1] = Field(description="Config format version; 1.")
-    engine: Literal["compose", "swarm"] = Field(
-        "compose",
-        description="compose: one Compose project per stack on this machine. swarm: one Docker Swarm stack per "
-        "stack (`docker stack deploy`), placed by node labels (docs/swarm.md).",
-    )
-    swarm: Swarm = Field(default_factory=Swarm, description="Docker Swarm settings (engine: swarm).")
+    engine: Literal["compose", "swarm"] = Field("compose", description="compose, or swarm: see docs/swarm.md.")
     server: Server = Field(description="The box itself.")
     domain: Domain = Field(description="Public names and certificates.")
     edge: Edge = Field(default_factory=Edge, description="The TLS reverse proxy.")

@@ -57,6 +57,10 @@ class ImageFacts(_Fact):
     volumes: dict[str, str] = {}
     env: dict[str, EnvVar] = {}
     health: Health | None = None
+    # cap_drop ALL + cap_add exactly these (capability -> the upstream line that needs it); None: not yet
+    # worked out, the service keeps Docker's default set (docs/resources.md says which and why)
+    capabilities: dict[str, str] | None = None
+    drops_to: Sourced | None = None  # uid:gid a root entrypoint switches to (gosu, su, Apache's children)
 
     def provides(self, called: str) -> bool:
         """Is `called` (a bare name or an absolute path) a program or file this image has?"""

@@ -19,6 +19,8 @@ COLLECTD_TYPE = {
     "current": "current",
     "power": "power",
 }
+# the collectd plugin name homelab's python plugin (bmc_states.py) gives discrete sensors' states
+STATE_PLUGIN = "bmc_state"
 # characters a rename rule may name literally (anything else matches as "any character")
 _PLAIN = re.compile(r"[A-Za-z0-9 _,:;@%&=#'~<>-]")
 

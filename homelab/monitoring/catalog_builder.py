@@ -20,7 +20,7 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
-from homelab.monitoring.inventory import Inventory, watched_disks
+from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
 from homelab.profiles import Profile
 
 
@@ -54,6 +54,20 @@ class Builder:
             self.series.append(
                 Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits)
             )
+        discrete = inventory.discrete() if inventory else []
+        if discrete:
+            # collectd's ipmi plugin skips discrete sensors: homelab's python plugin reads their states
+            sensors = [(e.name, e.key) for e in discrete]
+            options: dict[str, object] = {
+                "mode": mode,
+                "cipher_suite": self.config.monitoring.ipmi.cipher_suite,
+                "sensors": sensors,
+            }
+            self.plugins.append(Plugin("python", options, needs_hardware=True))
+            for e in discrete:
+                self.series.append(
+                    Series(host, bmc.STATE_PLUGIN, "", "gauge", e.key, None, "state", e.shown, states=e.states)
+                )
 
     def host_sensors(self) -> None:
         """lm-sensors (the inventory's, else the profile's) and ACPI thermal zones."""
@@ -73,9 +87,11 @@ class Builder:
         """SMART health and temperature, I/O."""
         inventory = self.inventory
         disks = watched_disks(self.config.monitoring.disks, inventory, self.profile.disks)
-        self.plugins.append(Plugin("smart", {"disks": disks}, needs_hardware=True))
+        smart = smart_disks(self.config.monitoring.disks, inventory, self.profile.disks)
+        if smart:  # with no Disk line at all collectd's smart plugin would read every disk
+            self.plugins.append(Plugin("smart", {"disks": smart}, needs_hardware=True))
         host = self.config.server.hostname
-        for disk in disks:
+        for disk in smart:
             self.add("smart", disk, "smart_temperature", "", "temperature", f"{disk} temperature")
             self.add("smart", disk, "smart_badsectors", "", "count", f"{disk} bad sectors")
             for attr_id, name in SMART_FAILURE_ATTRIBUTES.items():

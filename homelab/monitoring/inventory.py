@@ -10,6 +10,7 @@ BMC's sensor name to the key, using the entity only to tell same-named sensors a
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -18,7 +19,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from homelab.config.loader import LoadedConfig
+    from homelab.config.models import SensorOverride
 from homelab.monitoring.listing import Sensor
 
 VERSION: Literal[1] = 1
@@ -50,6 +54,9 @@ class BmcEntry(_Model):
     hide: bool = False
     cpu: bool = Field(False, description="A CPU temperature (no data alerts, CPU panel).")
     thresholds: Limits = Field(default_factory=Limits)
+    states: int | None = Field(
+        None, ge=0, description="A discrete sensor's asserted states at discovery (its normal, on the status panel)."
+    )
 
     @property
     def shown(self) -> str:
@@ -69,7 +76,9 @@ class Inventory(_Model):
     bmc: list[BmcEntry] = []
     hwmon: list[HwmonEntry] = []
     disks: list[str] = []
+    no_smart: list[str] = Field(default=[], description="Disks smartctl found without SMART: I/O only.")
     nics: list[str] = []
+    pools: list[str] = Field(default=[], description="ZFS pools imported at discovery.")
 
     @model_validator(mode="after")
     def _unique_keys(self) -> Inventory:
@@ -81,7 +90,12 @@ class Inventory(_Model):
         return self
 
     def collected(self) -> list[BmcEntry]:
+        """The analog sensors collectd's ipmi plugin reads."""
         return [e for e in self.bmc if not e.hide and e.kind in COLLECTED]
+
+    def discrete(self) -> list[BmcEntry]:
+        """The discrete (state) sensors the bmc_states plugin reads: those the BMC gave states for."""
+        return [e for e in self.bmc if not e.hide and e.kind == "discrete" and e.states is not None]
 
 
 def slug(name: str) -> str:
@@ -117,11 +131,15 @@ def is_cpu(sensor: Sensor) -> bool:
 
 
 def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) -> Inventory:
-    """An inventory of what was found; sensors that had no reading, and those collectd cannot read
-    (discrete), are listed hidden."""
+    """An inventory of what was found; sensors that had no reading (analog) or no states (discrete) are
+    listed hidden."""
     entries = []
     for sensor, key in zip(sensors, _keys(sensors), strict=True):
         t = sensor.thresholds
+        if sensor.kind == "discrete":
+            hidden = sensor.states is None
+        else:
+            hidden = sensor.reading is None or sensor.kind not in COLLECTED
         entries.append(
             BmcEntry(
                 name=sensor.name,
@@ -129,7 +147,7 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
                 key=key,
                 kind=sensor.kind,
                 unit=sensor.unit,
-                hide=sensor.reading is None or sensor.kind not in COLLECTED,
+                hide=hidden,
                 cpu=is_cpu(sensor),
                 thresholds=Limits(
                     lower_critical=t.lower_critical,
@@ -137,6 +155,7 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
                     upper_non_critical=t.upper_non_critical,
                     upper_critical=t.upper_critical,
                 ),
+                states=sensor.states,
             )
         )
     return Inventory(bmc=entries, disks=disks or [])
@@ -162,9 +181,69 @@ def watched_disks(configured: list[str] | None, inventory: Inventory | None, pro
     return list(configured or (inventory.disks if inventory else None) or profile_disks)
 
 
+def smart_disks(configured: list[str] | None, inventory: Inventory | None, profile_disks: list[str]) -> list[str]:
+    """The watched disks collectd's smart plugin reads: all but those smartctl found without SMART."""
+    skip = set(inventory.no_smart) if inventory else set()
+    return [d for d in watched_disks(configured, inventory, profile_disks) if d not in skip]
+
+
+def with_overrides(inventory: Inventory, overrides: Mapping[str, SensorOverride]) -> tuple[Inventory, dict[str, str]]:
+    """The inventory with homelab.yaml's `monitoring.sensors` applied, and a problem per override that
+    names no sensor (or a name several sensors share). An override is found by key, else by name."""
+    problems: dict[str, str] = {}
+    changes: dict[str, SensorOverride] = {}
+    for ref, override in overrides.items():
+        matches = [e for e in inventory.bmc if e.key == ref] or [e for e in inventory.bmc if e.name == ref]
+        if not matches:
+            near = difflib.get_close_matches(ref, [e.name for e in inventory.bmc], n=3)
+            hint = f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
+            problems[ref] = f"no sensor of the inventory is named or keyed so{hint}"
+        elif len(matches) > 1:
+            keys = ", ".join(e.key for e in matches)
+            problems[ref] = f"{len(matches)} sensors have this name: name one by its key ({keys})"
+        else:
+            changes[matches[0].key] = override
+    entries = []
+    for entry in inventory.bmc:
+        change = changes.get(entry.key)
+        if change:
+            limits = {k: v for k, v in change.thresholds.model_dump().items() if v is not None}
+            entry = entry.model_copy(
+                update={
+                    "label": change.label or entry.label,
+                    "hide": entry.hide if change.hide is None else change.hide,
+                    "thresholds": entry.thresholds.model_copy(update=limits),
+                }
+            )
+        entries.append(entry)
+    return inventory.model_copy(update={"bmc": entries}), problems
+
+
 def of_config(loaded: LoadedConfig) -> Inventory | None:
-    """The inventory `monitoring.inventory` names, or None when unset or not written yet (the profile
-    stands in)."""
-    relative = loaded.config.monitoring.inventory
-    path = loaded.base_dir / relative if relative else None
-    return load(path) if path and path.exists() else None
+    """The inventory `monitoring.inventory` names with homelab.yaml's per-sensor changes, or None when
+    unset or not written yet (the profile stands in). A change naming no sensor is a config error."""
+    from homelab.config.loader import parse_model
+    from homelab.errors import ConfigError
+
+    monitoring = loaded.config.monitoring
+    path = loaded.base_dir / monitoring.inventory if monitoring.inventory else None
+    inventory = load(path) if path and path.exists() else None
+    if not monitoring.sensors:
+        return inventory
+    problems: dict[tuple[str, ...], str]
+    if inventory is None:
+        problems = {(): "changes discovered sensors, but no inventory has been written (set monitoring.inventory "
+                    "and run `homelab monitor discover`)"}  # fmt: skip
+    else:
+        inventory, found = with_overrides(inventory, monitoring.sensors)
+        problems = {(name,): why for name, why in found.items()}
+    if problems:
+        lines = parse_model(loaded.path, type(loaded.config), missing="")[1]  # only to point at the lines
+        raise ConfigError(
+            [
+                f"{loaded.path}:{lines.get(('monitoring', 'sensors', *at), 1)}: "
+                f"{'.'.join(('monitoring', 'sensors', *at))}: {why}"
+                for at, why in problems.items()
+            ]
+        )
+    return inventory

@@ -100,6 +100,9 @@ class Sensor:
     number: int | None = None  # sensor number from `sdr elist`
     state: str = ""  # discrete state text ("Fully Redundant", "0x0280")
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # a discrete sensor's asserted states as `ipmitool sensor` prints them in its status column
+    # ("0x0280": offsets 0-7, then 8-14), what the BMC's state panel compares with
+    states: int | None = None
 
     @property
     def entity_text(self) -> str:
@@ -203,7 +206,9 @@ def _parse_sensor(cells: list[str]) -> Sensor | None:
     kind: Kind = "discrete" if state else _kind_for(unit, cells[0], None)
     if value.lower() in NO_READING and not unit:
         kind = kind_from_name(cells[0]) or "other"
-    return Sensor(cells[0], kind, reading, unit, status, state=state, thresholds=Thresholds(*bounds).in_order())
+    states = int(status, 16) if kind == "discrete" and re.fullmatch(r"0x[0-9A-Fa-f]{1,4}", status) else None
+    thresholds = Thresholds(*bounds).in_order()
+    return Sensor(cells[0], kind, reading, unit, status, state=state, thresholds=thresholds, states=states)
 
 
 def _parse_freeipmi(cells: list[str]) -> Sensor | None:
@@ -264,7 +269,9 @@ def parse(text: str) -> Listing:
 
 def merge(sdr: Listing, sensor: Listing) -> tuple[Sensor, ...]:
     """`sdr elist` (entity ids, sensor numbers) joined with `ipmitool sensor` (units, thresholds): rows
-    are matched by name and, for names used several times, by their order in both listings."""
+    are matched by name and, for names used several times, by their order in both listings. Rows only
+    `ipmitool sensor` lists follow (`sdr elist full` leaves out compact records, where most BMCs keep
+    their discrete sensors)."""
     pending: dict[str, list[Sensor]] = {}
     for row in sensor.sensors:
         pending.setdefault(row.name, []).append(row)
@@ -279,6 +286,9 @@ def merge(sdr: Listing, sensor: Listing) -> tuple[Sensor, ...]:
         kind = row.kind if row.reading is not None or other.kind == "other" else other.kind
         reading = row.reading if row.reading is not None else other.reading
         merged.append(
-            replace(row, kind=kind, unit=row.unit or other.unit, reading=reading, thresholds=other.thresholds)
-        )
-    return tuple(merged)
+            replace(
+                row, kind=kind, unit=row.unit or other.unit, reading=reading, thresholds=other.thresholds,
+                states=other.states,
+            )
+        )  # fmt: skip
+    return (*merged, *(row for rows in pending.values() for row in rows))

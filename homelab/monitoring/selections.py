@@ -18,6 +18,13 @@ def bmc(catalog: Catalog, type_: str) -> list[Series]:
     return catalog.select(plugin="ipmi", type=type_)
 
 
+def bmc_states(catalog: Catalog) -> list[Series]:
+    """The BMC's discrete sensors: their asserted states (homelab's bmc_states plugin)."""
+    from homelab.monitoring.bmc import STATE_PLUGIN
+
+    return catalog.select(plugin=STATE_PLUGIN)
+
+
 def fans(catalog: Catalog) -> list[Series]:
     """The BMC's fans: in RPM (type fanspeed) or, on HPE iLO and the like, in percent of full speed."""
     return [s for s in catalog.select(plugin="ipmi") if s.type in ("fanspeed", "percent")]

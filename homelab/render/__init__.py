@@ -27,7 +27,7 @@ class Rendering:
 def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
     """Every file for every stack. `secret_values` holds the user-provided secrets that must be
     embedded in secret config files (ddclient.conf, collectd's IPMI block)."""
-    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, monitoring, swarm
+    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring, swarm
 
     rendering = Rendering()
     swarm_engine = plan.config.engine == "swarm"
@@ -38,6 +38,7 @@ def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
         edge_traefik.render(plan, rendering)
     else:
         edge_nginx.render(plan, rendering)
+    local_ca.render(plan, rendering)  # only in local mode (`up --local`)
     if DDCLIENT_CONF_SECRET in plan.secrets:
         ddclient.render(plan, rendering, secret_values)
     if plan.config.monitoring.enabled:

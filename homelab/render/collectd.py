@@ -1,9 +1,11 @@
 """collectd's files: collectd.conf from the metric catalog, the BMC include (a secret), the backup
-status program (the certificate expiry program is a fixed file: homelab/certs/cert-expiry.sh)."""
+status program (the certificate expiry program is a fixed file: homelab/certs/cert-expiry.sh, the
+discrete sensors' python plugin another: homelab/monitoring/bmc_states.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from homelab.certs.expiry import PROGRAM as CERT_EXPIRY_PROGRAM
 from homelab.errors import ConfigError
@@ -15,6 +17,8 @@ from homelab.render.templating import render_template
 SOCKET = "/run/collectd.sock"
 EXEC_USER = "nobody"
 BACKUP_STATUS_PROGRAM = "/usr/local/lib/homelab/backup-status"
+PYTHON_MODULE_DIR = "/usr/local/lib/homelab"  # where the collectd image installs bmc_states.py
+BMC_STATES_MODULE = Path(__file__).parent.parent / "monitoring" / "bmc_states.py"
 
 
 @dataclass(frozen=True)
@@ -32,11 +36,16 @@ def collectd_conf(
     carbon_port: int = CARBON_PORT,
     socket: str = SOCKET,
     ipmi_include: str = IPMI_INCLUDE,
+    python_module_dir: str = PYTHON_MODULE_DIR,
     replace: dict[str, StandIn] | None = None,
 ) -> str:
     """collectd.conf for the catalog. `replace` swaps plugins for exec stand-ins (tests only)."""
     replace = replace or {}
     plugins = [p for p in catalog.plugins if p.name not in replace]
+    states = catalog.plugin("python")
+    sensors = states.options["sensors"] if states else []
+    assert isinstance(sensors, list)
+    discrete = [(_collectd_string(name, f"the inventory's sensor {name!r}"), key) for name, key in sensors]
     return render_template(
         "collectd.conf.j2",
         host=catalog.host,
@@ -45,6 +54,8 @@ def collectd_conf(
         plugins=plugins,
         stand_ins=list(replace.values()),
         ipmi_include=ipmi_include,
+        python_module_dir=python_module_dir,
+        discrete=discrete,
         exec_user=EXEC_USER,
         backup_status_program=BACKUP_STATUS_PROGRAM,
         cert_expiry_program=CERT_EXPIRY_PROGRAM,
@@ -72,7 +83,16 @@ def ipmi_conf(address: str, username: str, password: str, instance: str = "bmc")
 
 
 def dockerfile() -> str:
-    return render_template("collectd.Dockerfile.j2", exec_user=EXEC_USER, cert_expiry_program=CERT_EXPIRY_PROGRAM)
+    return render_template(
+        "collectd.Dockerfile.j2",
+        exec_user=EXEC_USER,
+        cert_expiry_program=CERT_EXPIRY_PROGRAM,
+        python_module_dir=PYTHON_MODULE_DIR,
+    )
+
+
+def bmc_states_module() -> str:
+    return BMC_STATES_MODULE.read_text(encoding="utf-8")
 
 
 def backup_status_script(plan: Plan) -> str:

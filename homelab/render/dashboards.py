@@ -34,6 +34,7 @@ class Panel:
     kind: Literal["timeseries", "stat"] = "timeseries"
     width: int = 12
     limits: tuple[tuple[str, Limits], ...] = ()  # (legend name, the sensor's limits) drawn as lines
+    normal: tuple[tuple[str, int], ...] = ()  # (legend name, a discrete sensor's states at discovery)
 
 
 def _steps(limits: Limits) -> list[dict[str, Any]]:
@@ -49,8 +50,21 @@ def _steps(limits: Limits) -> list[dict[str, Any]]:
     return steps
 
 
+def _state_override(name: str, states: int) -> dict[str, Any]:
+    """A discrete sensor shows "as discovered" in green while its states are those `discover` saw, else
+    the states number (the bits of `ipmitool sensor`'s status column) in orange."""
+    mapping = {"type": "value", "options": {str(states): {"text": "as discovered", "color": "green", "index": 0}}}
+    return {
+        "matcher": {"id": "byName", "options": name},
+        "properties": [
+            {"id": "mappings", "value": [mapping]},
+            {"id": "color", "value": {"mode": "fixed", "fixedColor": "orange"}},
+        ],
+    }
+
+
 def _overrides(panel: Panel) -> list[dict[str, Any]]:
-    return [
+    return [_state_override(name, states) for name, states in panel.normal] + [
         {
             "matcher": {"id": "byName", "options": name},
             "properties": [
@@ -106,7 +120,15 @@ def _thermals(c: Catalog) -> list[Panel]:
         *_series("Fan duty", [s for s in pick.fans(c) if s.type == "percent"]),
         *_series("Voltages", pick.bmc(c, "voltage")),
         *_series("Power", pick.bmc(c, "power") + pick.bmc(c, "current")),
+        *_states("BMC status (discrete sensors)", pick.bmc_states(c)),
     ]
+
+
+def _states(title: str, series: list[Series]) -> list[Panel]:
+    if not series:
+        return []
+    normal = tuple((_legend(s), s.states) for s in series if s.states is not None)
+    return [Panel(title, series[0].unit, tuple(_alias(s) for s in series), "stat", 24, normal=normal)]
 
 
 def _disks(c: Catalog) -> list[Panel]:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from homelab.plan import Plan
 from homelab.render import Rendering, tls_policy
-from homelab.render.edge_traefik import ca_server
+from homelab.render.edge_traefik import ca_server, name_sets, staging_server
 from homelab.render.templating import render_template
 
 LETSENCRYPT = "/etc/letsencrypt"
@@ -24,6 +24,12 @@ LIVE_CONF = "/etc/nginx/live.conf"
 # certbot waits this long after writing the placeholders before its first attempt; NGINX's container
 # looks at the serial certbot bumps after installing certificates, and up the apps' names, this often.
 FIRST_WAIT_SECONDS = 10
+# certbot-dns-rfc2136's INI (holds the TSIG secret): written by certbot.sh at start, outside the
+# certbot folder so it is in no dataset and no backup.
+RFC2136_CREDENTIALS = "/run/rfc2136.ini"
+# How long certbot waits after its TXT update before the CA looks: the server it updated may have
+# secondaries to notify.
+RFC2136_PROPAGATION_SECONDS = 30
 RELOAD_POLL_SECONDS = 5
 
 
@@ -40,15 +46,25 @@ def certbot_sh(
     edge_dir: str = CERT_DIR,
     first_wait: int = FIRST_WAIT_SECONDS,
     interval: str = "12h",
+    credentials: str = RFC2136_CREDENTIALS,
+    propagation: int = RFC2136_PROPAGATION_SECONDS,
 ) -> str:
-    """certbot's loop: placeholders, issuance, renewal, and the copy into `edge_dir` that NGINX serves.
-    The folders and the waits are parameters so a test can run the script outside the container."""
+    """certbot's loop: placeholders, issuance (staging first), renewal, and the copy into `edge_dir` that
+    NGINX serves. The folders and the waits are parameters so a test can run the script outside the
+    container."""
     acme = plan.config.domain.acme
+    lineages = [{"name": min(names, key=len), "domains": sorted(names, key=len)} for names in name_sets(plan)]
     return render_template(
         "certbot.sh.j2",
         hosts=[r.host for r in plan.routes],
+        lineages=lineages,
+        wildcard=plan.config.domain.wildcard,
+        rfc2136=acme.rfc2136 if acme.challenge == "dns" else None,
+        credentials=credentials,
+        propagation=propagation,
         email=acme.email,
         server=ca_server(plan),
+        staging=staging_server(plan),
         config_dir=config_dir,
         edge_dir=edge_dir,
         webroot=WEBROOT,

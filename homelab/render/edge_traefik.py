@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from homelab.config.models import Rfc2136
 from homelab.layout import PROXY_NETWORK
 from homelab.plan import Plan, Route, TcpRoute
 from homelab.render import GENERATED_MARK, Rendering, tls_policy
 from homelab.render.yamldump import dump
 
 RESOLVER = "le"
+STAGING_RESOLVER = "le-staging"  # staging first (homelab/certs/staging.py)
 LETSENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
 LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
 PING_PORT = 8082
+TSIG_SECRET = "acme_rfc2136_tsig"  # noqa: S105 - a name, not a value; the edge's secret holding the RFC 2136 TSIG key (both edges)
 
 
 def render(plan: Plan, rendering: Rendering) -> None:
@@ -25,7 +28,29 @@ def ca_server(plan: Plan) -> str:
     return acme.ca_server or (LETSENCRYPT_STAGING if acme.staging else LETSENCRYPT)
 
 
-def static_config(plan: Plan) -> dict[str, Any]:
+def staging_server(plan: Plan) -> str | None:
+    """The CA a new name set goes to first; None when staging first is off or there is no staging CA
+    for the configured one (a custom ca_server without staging_ca_server)."""
+    acme = plan.config.domain.acme
+    if acme.staging or not acme.staging_first:
+        return None
+    if acme.staging_ca_server:
+        return acme.staging_ca_server
+    return LETSENCRYPT_STAGING if acme.ca_server is None else None
+
+
+def rfc2136_env(rfc2136: Rfc2136) -> dict[str, str]:
+    """lego's rfc2136 provider settings, but the secret (RFC2136_TSIG_SECRET_FILE, a file it reads)."""
+    host = f"[{rfc2136.server}]" if ":" in rfc2136.server else rfc2136.server
+    return {
+        "RFC2136_NAMESERVER": f"{host}:{rfc2136.port}",
+        "RFC2136_TSIG_KEY": rfc2136.tsig_key,
+        "RFC2136_TSIG_ALGORITHM": f"{rfc2136.tsig_algorithm}.",  # lego wants the name as a DNS name
+    }
+
+
+def _resolver(plan: Plan, ca: str) -> dict[str, Any]:
+    """One ACME resolver (a new dict each time: the YAML dump would share equal objects as anchors)."""
     acme = plan.config.domain.acme
     challenge: dict[str, Any]
     if acme.challenge == "http":
@@ -34,6 +59,23 @@ def static_config(plan: Plan) -> dict[str, Any]:
         challenge = {"tlsChallenge": {}}
     else:
         challenge = {"dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}}
+    # one store: acme.json keeps each resolver's account and certificates apart
+    return {
+        "acme": {
+            "email": acme.email,
+            "storage": "/letsencrypt/acme.json",
+            "caServer": ca,
+            "keyType": "EC256",
+            **challenge,
+        }
+    }
+
+
+def static_config(plan: Plan) -> dict[str, Any]:
+    resolvers = {RESOLVER: _resolver(plan, ca_server(plan))}
+    staging = staging_server(plan)
+    if staging:
+        resolvers[STAGING_RESOLVER] = _resolver(plan, staging)
     # Go keeps X_Forwarded_For / X.Real.Ip apart from the X-Forwarded-For / X-Real-Ip Traefik sets, but
     # PHP (Nextcloud), CGI and WSGI read them as the same variable: drop such aliases before routing.
     alias_headers = {"aliasHeadersStrategy": "delete"}
@@ -62,17 +104,7 @@ def static_config(plan: Plan) -> dict[str, Any]:
             "ping": {"address": f":{PING_PORT}", "http": dict(alias_headers)},
             **{r.name: {"address": f":{r.public_port}"} for r in plan.tcp_routes},
         },
-        "certificatesResolvers": {
-            RESOLVER: {
-                "acme": {
-                    "email": acme.email,
-                    "storage": "/letsencrypt/acme.json",
-                    "caServer": ca_server(plan),
-                    "keyType": "EC256",
-                    **challenge,
-                }
-            }
-        },
+        "certificatesResolvers": resolvers,
         "providers": {
             "docker": {
                 "endpoint": "tcp://socket-proxy:2375",
@@ -129,6 +161,27 @@ def dynamic_config(plan: Plan) -> dict[str, Any]:
     }
 
 
+def name_sets(plan: Plan) -> list[frozenset[str]]:
+    """The certificates the edge orders: one per served name, or one for the domain and *.domain."""
+    domain = plan.config.domain
+    if domain.wildcard:
+        return [frozenset({domain.name, f"*.{domain.name}"})]
+    return [frozenset({host}) for host in sorted({r.host for r in plan.routes})]
+
+
+def certificate_names(plan: Plan, host: str) -> frozenset[str]:
+    """The name set of the certificate that serves `host`."""
+    return name_sets(plan)[0] if plan.config.domain.wildcard else frozenset({host})
+
+
+def resolver_for(plan: Plan, host: str) -> str:
+    """The switch: the staging resolver until staging issued the name's certificate (or production
+    holds it), production after (homelab/certs/staging.py)."""
+    if staging_server(plan) is None or certificate_names(plan, host) in plan.production_ready:
+        return RESOLVER
+    return STAGING_RESOLVER
+
+
 def tcp_route_labels(route: TcpRoute) -> dict[str, str]:
     router = f"traefik.tcp.routers.{route.name}"
     return {
@@ -148,10 +201,13 @@ def route_labels(plan: Plan, route: Route) -> dict[str, str]:
         "traefik.docker.network": PROXY_NETWORK,
         f"{router}.rule": f"Host(`{route.host}`)",
         f"{router}.entrypoints": "websecure",
-        f"{router}.tls.certresolver": RESOLVER,
+        f"{router}.tls.certresolver": resolver_for(plan, route.host),
         f"{router}.service": route.app,
         f"traefik.http.services.{route.app}.loadbalancer.server.port": str(route.port),
     }
+    if plan.config.domain.wildcard:  # one order for every router: the domain and *.domain
+        labels[f"{router}.tls.domains[0].main"] = plan.config.domain.name
+        labels[f"{router}.tls.domains[0].sans"] = f"*.{plan.config.domain.name}"
     middlewares = []
     if route.lan_only:
         middlewares.append("lan-only@file")

@@ -210,7 +210,7 @@ def _networks(plan: Plan, stack: Stack, services: dict[str, dict[str, Any]]) -> 
             spec = {"driver": "overlay", **spec}
         if name == "proxy" and not spec.get("external"):
             spec["attachable"] = True
-            if plan.config.swarm.encrypt_overlay:
+            if plan.config.edge.encrypt_overlay:
                 spec["driver_opts"] = {"encrypted": "true"}
         networks[name] = spec
     if HOST_NETWORK in used:

@@ -7,6 +7,7 @@ tweaks). What runs is read from the engine (`docker ps` + `docker inspect`), nev
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
@@ -49,6 +50,9 @@ class Container:
     env: tuple[str, ...]
     mounts: tuple[dict[str, Any], ...]
     ports: tuple[str, ...]  # "hostip:hostport->containerport/proto"
+    oom_killed: bool = False  # the engine's State.OOMKilled: the kernel killed it at its memory limit
+    restart_count: int = 0  # restarts by its restart policy since it was created
+    memory_limit: int = 0  # bytes; 0 = none
 
     @property
     def running(self) -> bool:
@@ -60,11 +64,7 @@ class Container:
         labels = config.get("Labels") or {}
         health = state.get("Health") or None
         probes = (health or {}).get("Log") or []
-        ports = []
-        for container_port, bindings in sorted(((data.get("HostConfig") or {}).get("PortBindings") or {}).items()):
-            for binding in bindings or []:
-                host_ip = binding.get("HostIp") or "0.0.0.0"  # noqa: S104 - what docker means by ""
-                ports.append(f"{host_ip}:{binding.get('HostPort')}->{container_port}")
+        host = data.get("HostConfig") or {}
         return cls(
             id=data["Id"],
             name=data.get("Name", "").lstrip("/"),
@@ -81,8 +81,20 @@ class Container:
             started_at=state.get("StartedAt", ""),
             env=tuple(config.get("Env") or ()),
             mounts=tuple(data.get("Mounts") or ()),
-            ports=tuple(ports),
+            ports=_port_bindings(host),
+            oom_killed=bool(state.get("OOMKilled")),
+            restart_count=int(data.get("RestartCount") or 0),
+            memory_limit=int(host.get("Memory") or 0),
         )
+
+
+def _port_bindings(host_config: dict[str, Any]) -> tuple[str, ...]:
+    ports = []
+    for container_port, bindings in sorted((host_config.get("PortBindings") or {}).items()):
+        for binding in bindings or []:
+            host_ip = binding.get("HostIp") or "0.0.0.0"  # noqa: S104 - what docker means by ""
+            ports.append(f"{host_ip}:{binding.get('HostPort')}->{container_port}")
+    return tuple(ports)
 
 
 class Engine(Protocol):
@@ -109,6 +121,7 @@ class Engine(Protocol):
     def logs_tail(self, container_id: str, count: int) -> str: ...
     def containers(self, projects: Iterable[str] | None = None) -> list[Container]: ...
     def image_ids(self, refs: Iterable[str]) -> dict[str, str]: ...
+    def memory_usage(self, ids: Sequence[str]) -> dict[str, int]: ...
 
 
 class Docker:
@@ -281,6 +294,22 @@ class Docker:
             [Container.from_inspect(item) for item in json.loads(proc.stdout or "[]")] if proc.returncode == 0 else []
         )
 
+    def memory_usage(self, ids: Sequence[str]) -> dict[str, int]:
+        """container id -> memory in use (bytes, as `docker stats` counts it), for the running ones."""
+        running = list(ids)
+        if not running:
+            return {}
+        fmt = "{{.ID}} {{.MemUsage}}"
+        proc = process.run(
+            [self.docker, "stats", "--no-stream", "--no-trunc", "--format", fmt, *running], check=False, timeout=60
+        )
+        usage = {}
+        for line in proc.stdout.splitlines():
+            cid, _, used = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                usage[cid] = _stats_bytes(used.split("/")[0])
+        return usage
+
     def image_ids(self, refs: Iterable[str]) -> dict[str, str]:
         """image reference -> local image ID, for the references present locally."""
         refs = sorted(set(refs))
@@ -307,6 +336,18 @@ class Docker:
         """`/bin/sh -c SCRIPT` in a throwaway container of IMAGE, as the image's own user, no network."""
         argv = [self.docker, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c", script]
         return process.run(argv, check=False, timeout=timeout)
+
+
+_STATS_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def _stats_bytes(text: str) -> int:
+    """'12.5MiB' -> bytes: `docker stats` prints memory in binary units (go-units BytesSize)."""
+    text = text.strip()
+    unit = next((u for u in sorted(_STATS_UNITS, key=len, reverse=True) if text.endswith(u)), None)
+    if unit is None:
+        raise ValueError(f"not a memory size: {text!r}")
+    return int(float(text.removesuffix(unit)) * _STATS_UNITS[unit])
 
 
 def _last_line(text: str) -> str:

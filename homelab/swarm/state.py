@@ -126,7 +126,7 @@ def checks(plan: Plan, swarm: Swarm, connect: Callable[[str, int], None] | None 
     if len(found) == 1:
         yield Check("ok", "overlay ports", "one node: 2377/7946/4789 are not used between nodes")
         return
-    yield from _port_checks(state.node_id, found, connect or _connect, plan.config.swarm.encrypt_overlay)
+    yield from _port_checks(state.node_id, found, connect or _connect, plan.config.edge.encrypt_overlay)
 
 
 def _label_checks(found: list[Node]) -> Iterator[Check]:

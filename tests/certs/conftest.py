@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -96,11 +97,14 @@ def write_lineage(config_dir: Path, name: str, pems: list[bytes], server: str) -
 
 @pytest.fixture
 def make_plan(example_config: Path, tmp_path: Path) -> Callable[..., Plan]:
-    """The example config with storage under tmp_path; `edge`, `staging`, `ca_server` as asked."""
+    """The example config with storage under tmp_path; `edge`, `staging`, `ca_server`, `staging_first` as
+    asked."""
 
     original = example_config.read_text()
 
-    def _make(edge: str = "traefik", staging: bool = False, ca_server: str | None = None) -> Plan:
+    def _make(
+        edge: str = "traefik", staging: bool = False, ca_server: str | None = None, staging_first: bool = True
+    ) -> Plan:
         text = original.replace("mountpoint: /tank/homelab", f"mountpoint: {tmp_path}/tank")
         text = text.replace("kind: traefik", f"kind: {edge}")
         if edge == "nginx":
@@ -108,6 +112,8 @@ def make_plan(example_config: Path, tmp_path: Path) -> Callable[..., Plan]:
         text = text.replace("staging: false", f"staging: {str(staging).lower()}")
         if ca_server:
             text = text.replace("staging: false", f"staging: false\n    ca_server: {ca_server}")
+        if not staging_first:
+            text = text.replace("staging: false", "staging: false\n    staging_first: false")
         example_config.write_text(text)
         return build_plan(load(example_config))
 
@@ -118,3 +124,43 @@ def run_check(config: Path, dns_port: int, address: str) -> Result:
     """`homelab certs check` asking the DNS server on 127.0.0.1:dns_port."""
     argv = ["certs", "check", "--config", str(config), "--nameserver", "127.0.0.1", "--dns-port", str(dns_port)]
     return CliRunner().invoke(app, [*argv, "--address", address])
+
+
+def dns01_config(
+    folder: Path,
+    server_port: int,
+    secret: str,
+    *,
+    edge: str = "traefik",
+    wildcard: bool = True,
+    ca_server: str | None = None,
+    staging_ca_server: str | None = None,
+) -> Path:
+    """The bundled example on the DNS-01 challenge through RFC 2136 (tests/certs/named.py's key) at
+    127.0.0.1:server_port, its TSIG secret in secrets/tsig (0600)."""
+    from tests.certs.named import ALGORITHM, KEY_NAME
+    from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, write_secret
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    data["edge"]["kind"] = edge
+    data["storage"]["mountpoint"] = str(folder / "tank")
+    data["domain"]["wildcard"] = wildcard
+    acme = data["domain"]["acme"]
+    acme.update(challenge="dns", dns_provider="rfc2136")
+    acme["rfc2136"] = {
+        "server": "127.0.0.1",
+        "port": server_port,
+        "tsig_key": KEY_NAME,
+        "tsig_algorithm": ALGORITHM,
+        "tsig_secret_file": "secrets/tsig",
+    }
+    if ca_server:
+        acme["ca_server"] = ca_server
+    if staging_ca_server:
+        acme["staging_ca_server"] = staging_ca_server
+    (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    for name in EXAMPLE_SECRETS:
+        write_secret(folder / "secrets" / name, f"example-{name}-value")
+    write_secret(folder / "secrets" / "tsig", secret)
+    return folder / "homelab.yaml"

@@ -38,7 +38,7 @@ def _all_served_but(plan, missing: str) -> None:
 
 
 def test_lost_acme_json_after_four_orders_of_the_same_name_is_refused(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     _all_served_but(plan, "plex")  # plex's certificate was lost: the edge would order it again
     _ledger(plan, [_issued("plex.example.com", d, f"s{d}") for d in (6, 5, 4, 1)])
     with pytest.raises(Refused) as caught:
@@ -52,7 +52,7 @@ def test_lost_acme_json_after_four_orders_of_the_same_name_is_refused(make_plan)
 
 
 def test_three_of_the_same_name_still_pass(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     _all_served_but(plan, "plex")
     _ledger(plan, [_issued("plex.example.com", d, f"s{d}") for d in (6, 5, 4)])
     decision = guard.enforce(plan, dry_run=True, now=NOW)
@@ -61,7 +61,7 @@ def test_three_of_the_same_name_still_pass(make_plan) -> None:
 
 
 def test_registered_domain_budget(make_plan) -> None:
-    plan = make_plan()  # nothing held: all six names would be ordered
+    plan = make_plan(staging_first=False)  # nothing held: all six names would be ordered
     issued = [_issued(f"old{i}.example.com", 6.5 - i * 0.1, f"s{i}") for i in range(38)]
     _ledger(plan, issued)
     with pytest.raises(Refused) as caught:
@@ -75,7 +75,7 @@ def test_registered_domain_budget(make_plan) -> None:
 
 
 def test_orders_that_never_produced_a_certificate_count_as_failures(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     _all_served_but(plan, "cloud")
     minutes = (50, 30, 10)
     _ledger(plan, requested=[Order(frozenset({"cloud.example.com"}), NOW - timedelta(minutes=m)) for m in minutes])
@@ -88,7 +88,7 @@ def test_orders_that_never_produced_a_certificate_count_as_failures(make_plan) -
 
 
 def test_a_request_answered_by_a_certificate_is_not_a_failure(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     _all_served_but(plan, "cloud")
     at = NOW - timedelta(minutes=50)
     requested = [Order(frozenset({"cloud.example.com"}), at - timedelta(minutes=m)) for m in (0, 1, 2)]
@@ -105,14 +105,14 @@ def test_staging_and_test_cas_are_not_guarded(make_plan) -> None:
 
 
 def test_renewals_and_restarts_order_nothing(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     _all_served_but(plan, "none")
     _ledger(plan, [_issued(f"n{i}.example.com", 1, f"s{i}") for i in range(60)])
     assert guard.enforce(plan, dry_run=False, now=NOW).orders == []
 
 
 def test_up_records_its_orders_0600_and_the_held_certificates(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     _all_served_but(plan, "git")
     guard.enforce(plan, dry_run=True, now=NOW)
     assert not ledger_path(plan).exists()  # --dry-run writes nothing
@@ -129,7 +129,7 @@ def test_up_records_its_orders_0600_and_the_held_certificates(make_plan) -> None
 
 
 def test_damaged_ledger_names_the_file(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     path = ledger_path(plan)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"issued": [{"names": "x", "at": "2026-01-01T00:00:00+00:00"}], "requested": []}))
@@ -138,10 +138,10 @@ def test_damaged_ledger_names_the_file(make_plan) -> None:
     assert str(caught.value).startswith(f"{path}: the certificate ledger is damaged")
 
 
-def test_up_dry_run_refuses_with_exit_3_and_writes_nothing(make_plan, example_config, monkeypatch) -> None:
+def test_up_dry_run_refuses_with_exit_5_and_writes_nothing(make_plan, example_config, monkeypatch) -> None:
     from homelab.runtime.docker import Docker
 
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     _all_served_but(plan, "plex")
     recent = [_issued("plex.example.com", d, f"s{d}") for d in (0.4, 0.3, 0.2, 0.1)]
     _ledger(plan, recent)
@@ -153,8 +153,25 @@ def test_up_dry_run_refuses_with_exit_3_and_writes_nothing(make_plan, example_co
 
 
 def test_a_wildcard_certificate_covers_every_name(make_plan) -> None:
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     wildcard = make_cert(["example.com", "*.example.com"], issued=NOW - timedelta(days=3))
     write_acme_json(store_path(plan), [("example.com", wildcard)], LE_PROD)
     _ledger(plan, [_issued("plex.example.com", d, f"s{d}") for d in (6, 5, 4, 1)])
     assert guard.enforce(plan, dry_run=True, now=NOW) == guard.Decision(True, [], [])
+
+
+def test_staging_first_on_traefik_orders_from_production_only_past_staging(make_plan) -> None:
+    from homelab.certs.staging import with_stages
+
+    plan = make_plan()  # Traefik, Let's Encrypt, staging first
+    # nothing past staging: `up` lets Traefik order nothing from production (staging is not guarded)
+    assert guard.enforce(plan, dry_run=False, now=NOW) == guard.Decision(True, [], [])
+    assert load_ledger(ledger_path(plan)).requested == []
+    # staging issued plex (promoted): production is asked for it, within the budgets
+    ledger = load_ledger(ledger_path(plan))
+    ledger.record_staged([frozenset({"plex.example.com"})], "https://acme-v02.api.letsencrypt.org/directory", NOW)
+    ledger.save()
+    assert with_stages(plan).production_ready == {frozenset({"plex.example.com"})}
+    decision = guard.enforce(plan, dry_run=False, now=NOW)
+    assert decision.orders == [frozenset({"plex.example.com"})]
+    assert [o.names for o in load_ledger(ledger_path(plan)).requested] == [frozenset({"plex.example.com"})]

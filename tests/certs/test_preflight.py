@@ -187,3 +187,14 @@ def test_bad_public_address_is_a_config_error(example_config) -> None:
     result = CliRunner().invoke(app, ["certs", "check", "--config", str(example_config)])
     assert result.exit_code == 2
     assert "certs.public_address" in result.stderr
+
+
+def test_dns_credentials_a_secret_that_is_no_key_fails_before_asking(tmp_path) -> None:
+    from homelab.config.loader import load
+    from homelab.plan import build_plan
+    from tests.certs.conftest import dns01_config
+
+    config = dns01_config(tmp_path / "config", 9, "not base64 at all!")
+    checks = list(preflight._dns_update(build_plan(load(config)), timeout=1))
+    assert [(c.level, c.name) for c in checks] == [("fail", "DNS credentials")]
+    assert checks[0].detail.endswith("/secrets/tsig: the TSIG secret is not base64 (copy it from the server's key)")

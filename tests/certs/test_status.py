@@ -52,9 +52,14 @@ def test_staging_pebble_and_mismatch_are_told_apart(make_plan, tmp_path) -> None
     assert (plex.ca, plex.issuer, plex.last_error) == ("staging", "(STAGING) Wannabe Watercress R11", "")
 
     # production configured, a staging certificate still served (the store's account is staging)
-    plan = make_plan()
+    plan = make_plan(staging_first=False)
     plex = _rows(plan, tmp_path)["plex.example.com"]
     assert plex.last_error == "served by a staging CA while production Let's Encrypt is configured"
+    # with staging first that is the step before production: doctor warns, does not fail
+    plan = make_plan()
+    assert _rows(plan, tmp_path)["plex.example.com"].last_error == status_module.STAGED
+    checks = {c.name: c for c in status_module.held_checks(plan, NOW)}
+    assert checks["plex.example.com certificate"].level == "warn"
 
 
 def test_pebble_is_a_test_ca(make_plan, tmp_path) -> None:

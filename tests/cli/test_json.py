@@ -62,7 +62,9 @@ def test_doctor_json_and_its_exit_code(example_config: Path, monkeypatch: pytest
     monkeypatch.setattr("homelab.doctor.run_checks", lambda plan, **kwargs: checks)
     result = runner.invoke(app, ["doctor", "--json", "-c", str(example_config)])
     assert result.exit_code == 1
-    assert _document(result.stdout) == {
+    document = _document(result.stdout)
+    assert document.pop("budget")["reserved"] == 4416 << 20  # the memory budget on this machine (resources.md)
+    assert document == {
         "ok": False,
         "failed": 1,
         "checks": [
@@ -92,6 +94,9 @@ def test_status_json(example_config: Path, monkeypatch: pytest.MonkeyPatch, heal
                 "url": "https://x",
                 "cert_expiry": "2030-01-01",
                 "last_change": "1 h ago",
+                "memory": "-",
+                "oom_killed": False,
+                "restarts": 0,
             }
         ],
         "drift": [],

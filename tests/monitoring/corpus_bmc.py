@@ -4,8 +4,11 @@ of its own (not homelab's parser, nor any inventory or profile), so the simulato
 mistake of the code it tests.
 
 Each analog sensor with a reading becomes a full sensor record compiled by sdrcomp, its value read by
-ipmi_sim from a file (`CorpusBmc.set`), its thresholds served by `sensor_set_threshold`. Discrete rows
-are left out: collectd's ipmi plugin reads only threshold sensors.
+ipmi_sim from a file (`CorpusBmc.set`), its thresholds served by `sensor_set_threshold`. Each discrete
+row of an `ipmitool sensor` listing (its status column holds the asserted states, "0x0280": offsets
+0-7, then 8-14) becomes a compact record with a sensor-specific event/reading type, its state bits read
+from a file too. The listing does not say a discrete sensor's type; ipmitool prints the state bits as
+they are whatever the type, so every one is an Entity Presence sensor here.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ UNITS = {
     "watts": ("Other_Units_Based_Sensor", 0x0B, "Watts", False),
     "w": ("Other_Units_Based_Sensor", 0x0B, "Watts", False),
 }
+DISCRETE = ("Entity_Presence", 0x25)  # sdrcomp's sensor type name and its code
 THRESHOLD_NAMES = ("lnr", "lc", "lnc", "unc", "uc", "unr")  # sdrcomp's names, in `ipmitool sensor` order
 
 
@@ -42,6 +46,11 @@ class Row:
     reading: float
     entity: tuple[int, int] | None = None
     thresholds: dict[str, float] = field(default_factory=dict)  # THRESHOLD_NAMES -> value
+    states: int | None = None  # a discrete row's asserted states (unit "discrete")
+
+    @property
+    def discrete(self) -> bool:
+        return self.states is not None
 
 
 def _float(text: str) -> float | None:
@@ -66,19 +75,39 @@ def read_rows(text: str) -> list[Row]:
         elif len(cells) == 10 and _float(cells[1]) is not None and cells[2].lower() in UNITS:  # sensor
             limits = {n: v for n, c in zip(THRESHOLD_NAMES, cells[4:], strict=True) if (v := _float(c)) is not None}
             rows.append(Row(cells[0], cells[2].lower(), float(cells[1]), None, limits))
+        elif len(cells) == 10 and cells[2] == "discrete" and re.fullmatch(r"0x[0-9a-fA-F]{4}", cells[3]):
+            states = int(cells[3][2:4], 16) | (int(cells[3][4:6], 16) & 0x7F) << 8  # bit 7 of byte 2 is reserved
+            rows.append(Row(cells[0], "discrete", 0.0, None, states=states))
         elif len(cells) == 6 and cells[0].isdigit() and _float(cells[3]) is not None and cells[4].lower() in UNITS:
             rows.append(Row(cells[1], cells[4].lower(), float(cells[3])))  # ipmi-sensors
     return rows
 
 
+def _elist_entities(text: str) -> dict[str, list[tuple[int, int]]]:
+    """Every `sdr elist` row's entity by name, in listing order (discrete rows included)."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if not line.startswith("#") and len(cells) == 5 and re.fullmatch(r"\d+\.\d+", cells[3]):
+            found.setdefault(cells[0], []).append(tuple(int(x) for x in cells[3].split(".")))  # type: ignore[arg-type]
+    return found
+
+
 def board(*listings: Path) -> list[Row]:
-    """A board's analog sensors: the first listing's rows, with the thresholds (and missing entity ids)
-    of a second listing of the same board joined by name and order."""
+    """A board's sensors: the first listing's rows, with the thresholds of a second listing of the same
+    board joined by name and order, and that listing's discrete rows (placed at the first listing's
+    entity for their name, where it has one)."""
     rows = read_rows(listings[0].read_text())
+    entities = _elist_entities(listings[0].read_text())
     for extra in listings[1:]:
         pending: dict[str, list[Row]] = {}
         for row in read_rows(extra.read_text()):
-            pending.setdefault(row.name, []).append(row)
+            if row.discrete and not any(r.name == row.name and r.discrete for r in rows):
+                places = entities.get(row.name)
+                row.entity = places.pop(0) if places else None
+                rows.append(row)
+            else:
+                pending.setdefault(row.name, []).append(row)
         for row in rows:
             if pending.get(row.name):
                 row.thresholds = row.thresholds or pending[row.name].pop(0).thresholds
@@ -128,6 +157,8 @@ class SimSensor:
     scale: Scale
 
     def sdr_text(self) -> str:
+        if self.row.discrete:
+            return self._discrete_sdr_text()
         sensor_type, _code, unit, percent = UNITS[self.row.unit]
         readable = [f"\t{name}_thrsh_readable\ttrue" for name in THRESHOLD_NAMES if name in self.row.thresholds]
         fmt = "2s_complement" if self.scale.signed else "unsigned"
@@ -144,6 +175,20 @@ class SimSensor:
             "\tsensor_maximum\t255", "\tsensor_minimum\t0", f'\tid_string\t"{self.row.name}"', "endsdr", "",
         ]  # fmt: skip
         return "\n".join(lines)
+
+    def _discrete_sdr_text(self) -> str:
+        lines = [
+            "sdr type 2", "\tsensor_owner_id\t0x20", "\tsensor_owner_lun\t0", "\tchannel_number\t0",
+            f"\tsensor_number\t{self.number}", f"\tentity_id\t{self.entity[0]}", f"\tentity_instance\t{self.entity[1]}",
+            "\tinit_scanning\ttrue", "\tinit_sensor_type\ttrue", "\tdefault_sensor_scan_on\ttrue",
+            f"\tsensor_type\t{DISCRETE[0]}", "\tevent_reading_type_code\t0x6f", "\tsensor_direction\tinput",
+            f'\tid_string\t"{self.row.name}"', "endsdr", "",
+        ]  # fmt: skip
+        return "\n".join(lines)
+
+    def raw(self, value: float) -> int:
+        """What the sensor's value file holds: the state bits, or the analog reading's raw byte."""
+        return int(value) if self.row.discrete else self.scale.raw(value)
 
     def threshold_command(self) -> str | None:
         if not self.row.thresholds:
@@ -174,6 +219,9 @@ class CorpusBmc:
         counters: dict[int, int] = {}
         self.sensors = []
         for number, row in enumerate(rows, start=1):
+            if row.discrete:
+                self.sensors.append(SimSensor(number, row, _entity(row, counters), Scale(1, 0, False)))
+                continue
             extremes = [row.reading, *row.thresholds.values(), 0.0]
             if row.unit in ("degrees c", "c"):
                 extremes.append(max([row.reading, *row.thresholds.values()]) + 15)
@@ -197,12 +245,15 @@ class CorpusBmc:
         emu = ["mc_setbmc 0x20", "mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02"]
         off = "0" * 15
         for s in self.sensors:
-            record = e2e.with_ascii_id(records[s.number], s.row.name)
+            # the ID string: byte 48 of a full record, byte 32 of a compact one
+            record = e2e.with_ascii_id(records[s.number], s.row.name, 31 if s.row.discrete else 47)
             emu.append("main_sdr_add 0x20 " + " ".join(f"0x{b:02x}" for b in record))
         for s in self.sensors:
-            self.value_file(s).write_text(f"{s.scale.raw(s.row.reading)}\n")
-            code = UNITS[s.row.unit][1]
-            emu.append(f'sensor_add 0x20 0 {s.number} 0x{code:02x} 0x01 poll 1000 file "{self.value_file(s)}"')
+            self.value_file(s).write_text(f"{s.raw(s.row.states if s.row.discrete else s.row.reading)}\n")
+            code, reading_type = (DISCRETE[1], 0x6F) if s.row.discrete else (UNITS[s.row.unit][1], 0x01)
+            emu.append(
+                f'sensor_add 0x20 0 {s.number} 0x{code:02x} 0x{reading_type:02x} poll 1000 file "{self.value_file(s)}"'
+            )
             emu.append(f"sensor_set_event_support 0x20 0 {s.number} enable scanning per-state {off} {off} {off} {off}")
             if s.threshold_command():
                 emu.append(str(s.threshold_command()))
@@ -225,12 +276,13 @@ class CorpusBmc:
         return next(s for s in self.sensors if s.row.name == name)
 
     def set(self, sensor: SimSensor, value: float) -> float:
-        """Set a reading (ipmi_sim polls the file each second); returns what the BMC will report."""
-        raw = sensor.scale.raw(value)
+        """Set a reading, or a discrete sensor's state bits (ipmi_sim polls the file each second);
+        returns what the BMC will report."""
+        raw = sensor.raw(value)
         tmp = self.value_file(sensor).with_suffix(".tmp")
         tmp.write_text(f"{raw}\n")
         tmp.replace(self.value_file(sensor))
-        return sensor.scale.value(raw)
+        return raw if sensor.row.discrete else sensor.scale.value(raw)
 
     def stop(self) -> None:
         self.process.stop()

@@ -197,6 +197,12 @@ class SimSensor:
         )
 
 
+def docs_img(setting: str) -> Path:
+    """Where HOMELAB_E2E_DOCS_IMG points; a relative path is taken from the checkout (each test runs in
+    its own tmp_path: tests/conftest.py)."""
+    return Path(setting) if Path(setting).is_absolute() else Path(__file__).resolve().parents[2] / setting
+
+
 def decode_sdrcomp(output: bytes) -> dict[int, list[int]]:
     """sdrcomp prints each record as `N:d:<bytes>`, `\\xx` being a hex byte, anything else itself."""
     records: dict[int, list[int]] = {}
@@ -216,12 +222,12 @@ def decode_sdrcomp(output: bytes) -> dict[int, list[int]]:
     return records
 
 
-def with_ascii_id(record: list[int], name: str) -> list[int]:
+def with_ascii_id(record: list[int], name: str, at: int = 47) -> list[int]:
     """sdrcomp packs all-uppercase names ("CPU_FAN1", "12V") as 6-bit ASCII, which ipmitool and some
     OpenIPMI builds print as garbage; a real AST2400 uses 8-bit ASCII: rewrite the ID string (byte
-    48 of a full sensor record) as type 11b + length, and fix the record length (byte 5)."""
+    48 of a full sensor record, `at` its offset) as type 11b + length, and fix the record length (byte 5)."""
     ident = name.encode()
-    fixed = [*record[:47], 0xC0 | len(ident), *ident]
+    fixed = [*record[:at], 0xC0 | len(ident), *ident]
     fixed[4] = len(fixed) - 5
     return fixed
 
@@ -332,6 +338,7 @@ class Bmc:
                 ],
                 capture_output=True,
                 text=True,
+                errors="replace",
                 timeout=15,
                 check=False,
             )

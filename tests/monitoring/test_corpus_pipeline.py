@@ -49,6 +49,13 @@ BOARDS = {
     ],
     "x8dtu-f": ["supermicro-x8dtu-f-ipmitool-sensor.txt"],  # -12V, six thresholds, no entity ids
     "c2750d4i": ["asrock-c2750d4i-ipmi-sensors.txt"],  # FreeIPMI listing, absent fans, no thresholds
+    "esc8000a-e12": [  # AMI firmware: every entity instance .0, six thresholds on the rails
+        "asus-esc8000a-e12-ipmitool-sdr-elist.txt",
+        "asus-esc8000a-e12-ipmitool-sensor.txt",
+    ],
+    "sm-atom": ["supermicro-unnamed-atom-board-ipmitool-sdr-elist-full.txt"],  # `sdr elist full`
+    "hpe-dl360-gen10": ["hpe-proliant-dl360-gen10-ipmitool-sdr-elist-TRUNCATED.txt"],  # iLO 5
+    "dell-idrac6": ["dell-poweredge-unnamed-idrac6-ipmitool-sdr-elist-all-TRUNCATED.txt"],  # `sdr elist all`
 }
 GONE = ("dell-r720", "Fan6")  # discovered, then missing from the BMC when collection starts
 
@@ -71,7 +78,7 @@ class Board:
         for name, content in self.rendering.files.items():
             if name.startswith("monitoring/grafana/dashboards/"):
                 found += [t["target"] for p in json.loads(content)["panels"] for t in p.get("targets", [])]
-        return [t for t in found if ".ipmi." in t]
+        return [t for t in found if ".ipmi." in t or ".bmc_state." in t]
 
 
 @dataclass
@@ -126,16 +133,17 @@ def _wait_answering(bmc: corpus_bmc.CorpusBmc, ipmitool: str) -> None:
                 "-C", "3", "-N", "1", "-R", "1", "sdr", "list"]  # fmt: skip
         import subprocess
 
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=15,
+                              check=False)  # fmt: skip
         return done.returncode == 0 and bmc.sensors[0].row.name in done.stdout
 
     e2e.wait_until(answers, 30, f"ipmi_sim {bmc.name} did not answer", step=0.5)
 
 
 def _bmc_only(catalog: Catalog) -> Catalog:
-    """The board's BMC sensors and the heartbeat: the other plugins are the example's (proven by
-    test_end_to_end.py) and would only cost time here."""
-    keep = ("ipmi", "uptime")
+    """The board's BMC sensors (analog: ipmi; discrete: python) and the heartbeat: the other plugins are
+    the example's (proven by test_end_to_end.py) and would only cost time here."""
+    keep = ("ipmi", "python", "uptime")
     return dataclasses.replace(
         catalog,
         plugins=tuple(p for p in catalog.plugins if p.name in keep),
@@ -167,10 +175,11 @@ def _start_board(name: str, address: str, base: Path, shared: Path, programs: di
     include = shared / f"ipmi-{name}.conf"
     include.write_bytes(rendering.secret_files[IPMI_SECRET])
     include.chmod(0o600)
+    (shared / "bmc_states.py").write_bytes(rendering.files["monitoring/collectd/bmc_states.py"])
     conf = base / f"collectd-{name}.conf"
     conf.write_text(
         collectd_conf(_bmc_only(catalog), carbon_port=carbon.line_port, socket=str(shared / f"{name}.sock"),
-                      ipmi_include=str(include))
+                      ipmi_include=str(include), python_module_dir=str(shared))
     )  # fmt: skip
     collectd = e2e.Collectd(programs["collectd"], conf, base / f"collectd-{name}.log")
     started.append(collectd)
@@ -247,9 +256,10 @@ def test_every_sensor_with_a_reading_is_on_a_dashboard_with_data(pipeline: Pipel
         pytest.fail(f"sensors of the listings without a dashboard target that returns data: {missing_now}")
     counts = {name: len(rows) for name, rows in expected.items()}
     print(f"sensors with data per board: {counts}")
-    assert counts["hpe-dl360-gen9"] == 24 + 14 + 4  # temperatures, fans (percent), power
+    assert counts["hpe-dl360-gen9"] == 24 + 14 + 4 + 13  # temperatures, fans (percent), power, discrete
     assert counts["dell-r720"] == 4 + 5  # Fan6 removed
-    assert counts["x8dtu-f"] == 7 + 9 + 4 and counts["c2750d4i"] == 10 + 3 + 2
+    assert counts["x8dtu-f"] == 7 + 9 + 4 + 2  # the two CPU temperatures are discrete on this old BMC
+    assert counts["c2750d4i"] == 10 + 3 + 2 and counts["esc8000a-e12"] == 45 + 36
 
 
 def _state(pipe: Pipeline, board: str, uid: str) -> grafana_eval.Result:
@@ -257,12 +267,20 @@ def _state(pipe: Pipeline, board: str, uid: str) -> grafana_eval.Result:
     return grafana_eval.evaluate(rule, pipe.render)
 
 
-def _wait_state(pipe: Pipeline, board: str, uid: str, state: str) -> float:
-    start = time.monotonic()
-    e2e.wait_until(
-        lambda: _state(pipe, board, uid).state == state, 12 * INTERVAL, f"{board} {uid} never {state}", step=1
-    )
-    return time.monotonic() - start
+def _wait_pending(pipe: Pipeline, board: str, uid: str) -> float:
+    """Evaluate the rule tick by tick as Grafana's state manager would (grafana_eval.Instance) until its
+    condition holds: the instance is then Pending, since each sensor rule waits out its pending period
+    (`for`) before Alerting (tests/monitoring/test_grafana_eval.py shows the rest of that path)."""
+    rule = next(r for r in pipe.boards[board].rules() if r["uid"] == uid)
+    instance, start = grafana_eval.Instance(rule), time.monotonic()
+
+    def breached() -> bool:
+        return instance.step(grafana_eval.evaluate(rule, pipe.render), time.monotonic()) != "Normal"
+
+    e2e.wait_until(breached, 12 * INTERVAL, f"{board} {uid} never breached", step=1)
+    took = time.monotonic() - start
+    assert grafana_eval.seconds(rule["for"]) > took and instance.state == "Pending", (uid, rule["for"], took)
+    return took
 
 
 def test_every_bmc_rule_evaluates_to_a_number_and_only_the_gone_sensor_alerts(pipeline: Pipeline) -> None:
@@ -281,11 +299,15 @@ def test_every_bmc_rule_evaluates_to_a_number_and_only_the_gone_sensor_alerts(pi
     gone_rules = sorted(f"{gone_board.name}/{r['uid']}" for r in gone_board.rules() if gone.lower() in r["uid"])
     assert gone_rules and alerting == gone_rules, (alerting, gone_rules)
     assert all(results[key].values == () for key in gone_rules)  # no series at all: NoData -> Alerting
+    # its silent rule has no pending period: the instance alerts at the first tick, as Grafana's would
+    silent = next(r for r in gone_board.rules() if r["uid"] == f"silent-fanspeed-{gone.lower()}")
+    assert silent["for"] == "0s"
+    assert grafana_eval.Instance(silent).step(results[f"{gone_board.name}/{silent['uid']}"], 0) == "Alerting"
     print(f"{len(results)} BMC rules evaluated; alerting: {alerting}")
 
 
 def _drive(pipe: Pipeline, cases: list[tuple[str, str, str, float]]) -> None:
-    """Set each (board, sensor) to its value at once, then wait until each rule (uid) is Alerting."""
+    """Set each (board, sensor) to its value at once, then wait until each rule (uid) fires."""
     changed = []
     try:
         for board, name, uid, value in cases:
@@ -294,8 +316,8 @@ def _drive(pipe: Pipeline, cases: list[tuple[str, str, str, float]]) -> None:
             assert _state(pipe, board, uid).state == "Normal", (board, uid)
             changed.append((bmc, sensor, bmc.set(sensor, value)))
         for (board, name, uid, _value), (_bmc, _sensor, reported) in zip(cases, changed, strict=True):
-            took = _wait_state(pipe, board, uid, "Alerting")
-            print(f"{board} {name} at {reported:g}: {uid} Alerting after {took:.0f}s")
+            took = _wait_pending(pipe, board, uid)
+            print(f"{board} {name} at {reported:g}: {uid} Pending after {took:.0f}s")
     finally:
         for bmc, sensor, _reported in changed:
             bmc.set(sensor, sensor.row.reading)
@@ -317,6 +339,32 @@ def test_a_temperature_over_its_upper_critical_fires_its_rule(pipeline: Pipeline
             ("hpe-dl360-gen9", "02-CPU 1", "temperature-02-cpu-1-high", hpe + 8),
         ],
     )
+
+
+def _last_number(pipe: Pipeline, target: str) -> float | None:
+    answer = pipe.render(target, 6 * INTERVAL)
+    numbers = [v for v, _ts in answer[0]["datapoints"] if v is not None] if answer else []
+    return numbers[-1] if numbers else None
+
+
+def test_a_discrete_sensor_is_on_the_status_panel_and_its_change_shows(pipeline: Pipeline) -> None:
+    """HPE's `Fan 1 Presence` (a discrete row of the listing) is on the BMC status panel, which maps the
+    states `discover` saw to "as discovered"; the fan's states changing at the BMC reach that target."""
+    board = pipeline.boards["hpe-dl360-gen9"]
+    thermals = json.loads(board.rendering.files["monitoring/grafana/dashboards/thermals-fans.json"])
+    panel = next(p for p in thermals["panels"] if p["title"] == "BMC status (discrete sensors)")
+    assert panel["type"] == "stat"
+    target = next(t["target"] for t in panel["targets"] if t["target"].endswith(",'Fan 1 Presence')"))
+    override = next(o for o in panel["fieldConfig"]["overrides"] if o["matcher"]["options"] == "Fan 1 Presence")
+    [normal] = override["properties"][0]["value"][0]["options"]
+    assert int(normal) == 0x0200  # the listing's 0x0280, less the reserved bit ipmi_sim leaves clear
+    e2e.wait_until(lambda: _last_number(pipeline, target) == int(normal), 12 * INTERVAL, "no discovered state")
+    sensor = board.bmc.sensor("Fan 1 Presence")
+    board.bmc.set(sensor, 0x01)
+    try:
+        e2e.wait_until(lambda: _last_number(pipeline, target) == 0x0100, 12 * INTERVAL, "state change not seen")
+    finally:
+        board.bmc.set(sensor, sensor.row.states or 0)
 
 
 def test_check_reports_the_sensor_that_left_the_bmc(pipeline: Pipeline) -> None:
@@ -348,13 +396,14 @@ def test_the_thermal_panels_of_a_corpus_board_draw(pipeline: Pipeline, tmp_path:
         for name, content in board.rendering.files.items()
         if name.startswith("monitoring/grafana/dashboards/")
     }
-    graphs = [g for g in panel_graphs(boards, all_panels=True) if g.title in ("BMC temperatures", "Fan duty", "Power")]
-    assert [g.title for g in graphs] == ["BMC temperatures", "Fan duty", "Power"]
+    titles = ["BMC temperatures", "Fan duty", "Power"]
+    graphs = [g for g in panel_graphs(boards, all_panels=True) if g.title in titles]
+    assert [g.title for g in graphs] == titles
     keep = os.environ.get("HOMELAB_E2E_DOCS_IMG")
     for graph in graphs:
         since = f"-{int(time.time() - pipeline.started) + 10}s"  # the whole run
         png = render_png(pipeline.web.url, graph, since, "now", 900, 320)
         assert png.startswith(PNG_MAGIC) and len(png) > 5000, graph.title
         if keep:
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            (Path(keep) / f"corpus-hpe-dl360-gen9--{graph.file_name.split('--')[1]}").write_bytes(png)
+            e2e.docs_img(keep).mkdir(parents=True, exist_ok=True)
+            (e2e.docs_img(keep) / f"corpus-hpe-dl360-gen9--{graph.file_name.split('--')[1]}").write_bytes(png)

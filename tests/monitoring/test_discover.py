@@ -3,6 +3,7 @@ user edits, the rename rules collectd gets, and the ipmitool driver's command li
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,8 +246,14 @@ def test_panels_draw_each_sensors_limits(example_config: Path) -> None:
 
 
 def test_check_command_exits_1_on_drift(example_config: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from homelab.runtime import zfs
+    from tests.fakes.zfs import FakeZfs
+
+    pools = FakeZfs()
+    pools.add_pool("tank")
+    monkeypatch.setattr(zfs, "ZfsCli", lambda: pools)
     config = with_inventory(example_config)
-    (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(dell(), None).inventory))
+    (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(dell(), None, zfs=pools).inventory))
     listing = dell().sdr_text.replace("Fan6             | 35h | ok  |  7.1 | 5160 RPM\n", "")
     monkeypatch.setattr(disc, "bmc_reader", lambda loaded: FakeBmc(listing, ""))
     done = CliRunner().invoke(monitor_app, ["check", "--config", str(config)])
@@ -254,6 +261,10 @@ def test_check_command_exits_1_on_drift(example_config: Path, monkeypatch) -> No
     monkeypatch.setattr(disc, "bmc_reader", lambda loaded: dell())
     clean = CliRunner().invoke(monitor_app, ["check", "--config", str(config)])
     assert clean.exit_code == 0 and "the inventory matches the BMC" in clean.output
+    pools.health.pop("tank")  # the pool is no longer imported
+    pools.add_pool("backup")
+    done = CliRunner().invoke(monitor_app, ["check", "--config", str(config)])
+    assert done.exit_code == 1 and "gone: pool tank" in done.output and "new: pool backup" in done.output
 
 
 @dataclass
@@ -262,18 +273,35 @@ class FakeHost:
         return '{"coretemp-isa-0000": {"Package id 0": {"temp1_input": 41.0}}}'
 
     def disks_json(self) -> str:
-        return '{"blockdevices": [{"name": "sdb", "type": "disk", "tran": "sata"}]}'
+        return json.dumps({"blockdevices": [
+            {"name": "sdb", "type": "disk", "tran": "sata"},
+            {"name": "sdc", "type": "disk", "tran": "sas"},
+            {"name": "nvme0n1", "type": "disk", "tran": "nvme"},
+            {"name": "sr0", "type": "rom", "tran": "sata"},
+        ]})  # fmt: skip
 
     def nics(self) -> list[str]:
         return ["enp1s0", "enp2s0"]
 
 
 def test_the_host_part_of_the_inventory_feeds_the_catalog(example_config: Path) -> None:
+    from tests.fakes.smart import FakeSmartctl
+    from tests.fakes.zfs import FakeZfs
+
+    pools = FakeZfs()
+    pools.add_pool("tank")
+    smartctl = FakeSmartctl({"sdb": "ata", "sdc": "unknown-device", "nvme0n1": "nvme"})
     config = with_inventory(example_config)
-    (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(dell(), FakeHost()).inventory))
+    found = disc.discover(dell(), FakeHost(), smart=smartctl, zfs=pools).inventory
+    assert smartctl.calls == ["nvme0n1", "sdb", "sdc"] and pools.calls[-1][0] == "pools"
+    assert found.disks == ["nvme0n1", "sdb", "sdc"] and found.no_smart == ["sdc"] and found.pools == ["tank"]
+    (config.parent / "inventory.yaml").write_text(inv.dump(found))
+    assert inv.load(config.parent / "inventory.yaml") == found
     catalog = catalog_for(build_plan(load(config)))
     assert {s.plugin_instance for s in catalog.select(plugin="interface")} == {"enp1s0", "enp2s0"}
-    assert {s.plugin_instance for s in catalog.select(plugin="smart")} == {"sdb"}
+    # sdc has no SMART: only its I/O is collected
+    assert {s.plugin_instance for s in catalog.select(plugin="smart")} == {"nvme0n1", "sdb"}
+    assert {s.plugin_instance for s in catalog.select(plugin="disk")} == {"nvme0n1", "sdb", "sdc"}
     assert [s.path for s in catalog.select(plugin="sensors")] == [
         "collectd.nas.sensors-coretemp-isa-0000.temperature-temp1"
     ]

@@ -347,7 +347,7 @@ def test_snapshot_renders_the_main_panels(pipeline: Pipeline, tmp_path: Path) ->
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 5000, path
     if os.environ.get(DOCS_IMG_ENV):
-        target = Path(os.environ[DOCS_IMG_ENV])
+        target = e2e.docs_img(os.environ[DOCS_IMG_ENV])
         target.mkdir(parents=True, exist_ok=True)
         for path in files:
             shutil.copy(path, target / path.name)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tests.monitoring.grafana_eval import evaluate, reduce, threshold
+import yaml
+
+from tests.monitoring.grafana_eval import ERROR, NO_DATA, Instance, evaluate, reduce, seconds, threshold
 
 
 def rule(reducer: str, op: str, limit: float, mode: str | None, no_data: str = "OK") -> dict[str, Any]:
@@ -61,3 +63,55 @@ def test_any_series_firing_fires_the_rule() -> None:
     two = [*answer(10.0, 11.0), {"target": "y", "datapoints": [[95.0, 1000], [None, 1010]]}]
     result = evaluate(rule("max", "gt", 80, "dropNN"), lambda t, s: two)
     assert result.state == "Alerting" and result.values == (11.0, 95.0)
+
+
+def ticks(instance: Instance, answers: list[list[dict[str, Any]] | None], every: float = 60) -> list[str]:
+    """The instance's state after each tick (one per `every` seconds); None: the query failed."""
+
+    def render_of(found: list[dict[str, Any]] | None) -> Any:
+        def render(target: str, back: int) -> list[dict[str, Any]]:
+            if found is None:
+                raise ConnectionRefusedError("graphite-web is down")
+            return found
+
+        return render
+
+    return [instance.step(evaluate(instance.rule, render_of(a)), i * every) for i, a in enumerate(answers)]
+
+
+def test_a_breach_is_pending_until_it_has_held_for_the_pending_period() -> None:
+    hot, cool = answer(91.0, None), answer(60.0, None)
+    two_minutes = {**rule("max", "gt", 80, "dropNN"), "for": "2m"}
+    assert ticks(Instance(two_minutes), [cool, hot, hot, hot, hot]) == [
+        "Normal", "Pending", "Pending", "Alerting", "Alerting",
+    ]  # fmt: skip
+    # a tick below the limit while pending starts the wait over
+    assert ticks(Instance(two_minutes), [hot, hot, cool, hot, hot, hot]) == [
+        "Pending", "Pending", "Normal", "Pending", "Pending", "Alerting",
+    ]  # fmt: skip
+    assert ticks(Instance({**two_minutes, "for": "0s"}), [cool, hot, cool]) == ["Normal", "Alerting", "Normal"]
+
+
+def test_no_data_and_errors_follow_the_configured_states() -> None:
+    base = {**rule("min", "lt", 300, "dropNN", "Alerting"), "for": "1m", "execErrState": "Error"}
+    # noDataState Alerting: a vanished series goes through Pending to Alerting, like a breach
+    assert ticks(Instance(base), [answer(900.0), [], [], []]) == ["Normal", "Pending", "Alerting", "Alerting"]
+    # noDataState NoData / execErrState Error honour the pending period too
+    assert ticks(Instance({**base, "noDataState": "NoData"}), [[], [], []]) == ["Pending", "NoData", "NoData"]
+    assert ticks(Instance(base), [answer(900.0), None, None, answer(900.0)]) == [
+        "Normal", "Pending", "Error", "Normal",
+    ]  # fmt: skip
+    # OK: Normal at once; KeepLast: whatever the instance was
+    assert ticks(Instance({**base, "noDataState": "OK"}), [answer(0.0), answer(0.0), answer(0.0), []]) == [
+        "Pending", "Alerting", "Alerting", "Normal",
+    ]  # fmt: skip
+    keep = {**base, "noDataState": "KeepLast", "execErrState": "KeepLast"}
+    assert ticks(Instance(keep), [answer(0.0), answer(0.0), [], None, answer(900.0)]) == [
+        "Pending", "Alerting", "Alerting", "Alerting", "Normal",
+    ]  # fmt: skip
+
+
+def test_every_rendered_rule_has_a_pending_period_and_states_the_evaluator_knows(example_rendering: Any) -> None:
+    rules = yaml.safe_load(example_rendering.files["monitoring/grafana/provisioning/alerting/rules.yaml"])
+    for r in rules["groups"][0]["rules"]:
+        assert seconds(r["for"]) >= 0 and r["noDataState"] in NO_DATA and r["execErrState"] in ERROR, r["uid"]

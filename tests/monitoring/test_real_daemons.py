@@ -47,7 +47,9 @@ def free_port() -> int:
 def collectd_check(collectd: str, conf: Path) -> tuple[list[str], set[str]]:
     """Config errors and plugins whose read failed, from one `collectd -T` pass (init + one read of
     every plugin). `collectd -t` alone proves little: 5.12 exits 0 even on a syntax error."""
-    done = subprocess.run([collectd, "-t", "-C", str(conf)], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [collectd, "-t", "-C", str(conf)], capture_output=True, text=True, errors="replace", timeout=30
+    )
     assert done.returncode == 0, done.stderr
     log_path = conf.with_suffix(".log")
     with log_path.open("w") as log_file:
@@ -164,6 +166,7 @@ def test_carbon_stores_a_line_with_catalog_schema(require_program, example_confi
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        errors="replace",
     )
     try:
         deadline = time.monotonic() + 20

@@ -107,6 +107,6 @@ def test_encrypted_overlay_on_request(example_dir: Path, tmp_path: Path) -> None
     plain = _stacks(rendered(swarm_config(example_dir), tmp_path / "a"))["edge"]["networks"]["proxy"]
     assert plain["driver"] == "overlay" and plain["attachable"] is True and "driver_opts" not in plain
     config = example_dir / "homelab.yaml"
-    config.write_text(config.read_text() + "swarm:\n  encrypt_overlay: true\n")
+    config.write_text(config.read_text().replace("edge:\n", "edge:\n  encrypt_overlay: true\n", 1))
     proxy = _stacks(rendered(config, tmp_path / "b"))["edge"]["networks"]["proxy"]
     assert proxy["driver_opts"] == {"encrypted": "true"}

@@ -23,7 +23,7 @@ def test_docker_stack_config_accepts_every_rendered_stack_file(
 ) -> None:  # type: ignore[no-untyped-def]
     docker = require_program("docker")
     out = tmp_path / "stacks"
-    render_project(load(swarm_config(example_dir, swarm="{encrypt_overlay: true}")), out)
+    render_project(load(swarm_config(example_dir)), out)
     stack_files = sorted(out.glob("*/stack.yaml"))
     assert len(stack_files) == 5
     for stack_file in stack_files:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from homelab.cli import app
+from homelab.cli import commands as _commands  # noqa: F401 - registers the commands
 from homelab.config.loader import load
-from homelab.images.budget import GIB, budget
+from homelab.doctor import memory_checks
+from homelab.errors import ConfigError
+from homelab.images.budget import GIB, MIB, budget
+from homelab.memory import host_budget, host_ram, plan_arc
 from homelab.plan import build_plan
 
-MIB = 1 << 20
+runner = CliRunner()
 
 
 def test_the_examples_budget(example_config: Path) -> None:
@@ -38,3 +47,55 @@ def test_limits_overcommitting_past_the_factor_warn(example_config: Path) -> Non
     b = budget(build_plan(load(example_config)), 8 * GIB)
     assert b.problems() == []
     assert b.warnings() and "2.8x the 7.0 GiB left for apps" in b.warnings()[0]  # 20352 MiB / 7168 MiB
+
+
+def test_reservations_beyond_the_profiles_ram_are_refused_with_file_line(example_config: Path) -> None:
+    # jenkins reserving 12g: 4416 - 1024 + 12288 = 15680 MiB of reservations, over the 15 GiB left for apps
+    text = example_config.read_text()
+    text = text.replace("  jenkins:\n", "  jenkins:\n    resources: {memory: 14g, reservation: 12g}\n", 1)
+    example_config.write_text(text)
+    line = text.splitlines().index("    resources: {memory: 14g, reservation: 12g}") + 1
+    with pytest.raises(ConfigError) as caught:
+        build_plan(load(example_config))
+    assert caught.value.problems == [
+        f"{example_config}:{line}: apps.jenkins.resources: reservations 15.3 GiB exceed the 15.0 GiB left for apps "
+        "(16.0 GiB RAM - 1.0 GiB for the OS): lower apps.<app>.resources.reservation (largest: dev/jenkins "
+        "12.0 GiB, media/plex 1.0 GiB, cloud/nextcloud 0.5 GiB) or disable an app"
+    ]
+
+
+def test_plan_shows_the_budget(example_config: Path) -> None:
+    out = example_config.parent / "stacks"
+    text = runner.invoke(app, ["plan", "-c", str(example_config), "--out", str(out)])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert lines[:2] == [
+        "memory budget (docs/resources.md):",
+        "  RAM 16.0 GiB (profile) - 1.0 GiB for the OS = 15.0 GiB for apps; reservations 4.3 GiB; ZFS ARC cap "
+        "10.7 GiB; limits 19.9 GiB (1.32x, warning past 1.5x)",
+    ]
+    assert "    dev/jenkins              reserves  1024 MiB  limit  4096 MiB" in lines
+
+
+def test_plan_json_has_the_budget_in_bytes(example_config: Path) -> None:
+    out = example_config.parent / "stacks"
+    document = json.loads(runner.invoke(app, ["plan", "--json", "-c", str(example_config), "--out", str(out)]).stdout)
+    b = document["budget"]
+    assert (b["ram"], b["reserved"], b["limits"], b["zfs_arc_max"]) == (16 * GIB, 4416 * MIB, 20352 * MIB, 10944 * MIB)
+    assert {"service": "media/plex", "reservation": GIB, "limit": 4 * GIB} in b["services"]
+    assert b["problems"] == [] and b["warnings"] == [] and b["overcommit"] == 1.325
+    assert not out.exists()  # plan writes nothing
+
+
+def test_doctor_checks_the_budget_on_this_machines_ram(example_config: Path, tmp_path: Path) -> None:
+    plan = build_plan(load(example_config))
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:        3999996 kB\nMemFree:          123456 kB\n")
+    assert host_ram(meminfo) == 3999996 * 1024
+    box = host_budget(plan, meminfo)
+    assert box.ram_source == "host" and box.problems()
+    checks = list(memory_checks(box, lambda arc_max: plan_arc(arc_max, tmp_path)))
+    assert [(c.level, c.name) for c in checks] == [("fail", "memory"), ("warn", "memory"), ("ok", "zfs arc")]
+    assert checks[0].detail.startswith("reservations 4.3 GiB exceed the 2.8 GiB left for apps (3.8 GiB RAM")
+    assert "under 64 MiB for the ARC" in checks[2].detail
+    assert host_budget(plan, tmp_path / "absent").ram_source == "profile"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,16 +124,26 @@ def test_status_table_and_its_exit_code(deployment: Deployment, engine: FakeDock
     up = _run(deployment, "up")
     assert up.exit_code == 0, up.output
     engine.running = [c for c in engine.running if c.service != "rstudio"]
+    # gitea was OOM-killed at its 1 GiB limit and restarted twice by its policy; uses 200 MiB now
+    engine.running = [
+        replace(c, oom_killed=True, restart_count=2, memory_limit=1 << 30) if c.service == "gitea" else c
+        for c in engine.running
+    ]
+    engine.memory = {c.id: 200 << 20 for c in engine.running if c.service == "gitea"}
     result = _run(deployment, "status")
     assert result.exit_code == 1  # rstudio is absent
     lines = result.output.splitlines()
-    assert lines[0].split() == ["SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT", "EXPIRES", "LAST", "CHANGE"]
+    assert lines[0].split() == [
+        *("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT", "EXPIRES", "LAST", "CHANGE", "MEMORY", "RESTARTS")
+    ]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["dev/gitea"][1:3] == ["running", "healthy"]
     assert rows["dev/gitea"][4:6] == ["https://git.example.com", "2031-05-17"]
-    assert rows["dev/gitea"][6:] == ["2026-11-20", "10:00", "UTC"]
+    assert rows["dev/gitea"][6:9] == ["2026-11-20", "10:00", "UTC"]
+    assert rows["dev/gitea"][9:] == ["200", "MiB", "/", "1024", "MiB", "2", "(OOM-killed)"]
     assert rows["dev/jenkins"][4:8] == ["https://ci.example.com", "none", "yet", "2026-11-20"]
-    assert rows["dev/rstudio"][1:3] == ["absent", "-"] and rows["dev/rstudio"][-1] == "-"
+    assert rows["dev/jenkins"][-2:] == ["-", "0"]  # no usage reported, no limit on the fake's container
+    assert rows["dev/rstudio"][1:3] == ["absent", "-"] and rows["dev/rstudio"][-2:] == ["-", "0"]
     assert rows["edge/socket-proxy"][4:6] == ["-", "-"]
 
     _run(deployment, "up", "dev")  # creates rstudio again

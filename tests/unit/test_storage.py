@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from homelab import storage
+from homelab import memory, storage
 from homelab.cli.storage import storage_app
 from homelab.config.loader import load
 from homelab.errors import CommandFailed
@@ -292,6 +292,7 @@ def test_sizes() -> None:
 def test_cli_plan_and_apply_on_the_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chowned: list) -> None:
     zfs = _zfs_fuse(tmp_path)
     monkeypatch.setattr(storage, "ZfsCli", lambda: zfs)
+    monkeypatch.setattr(memory, "HOST_ROOT", tmp_path / "host")  # never this machine's ZFS ARC
     config = tmp_path / "cfg" / "homelab.yaml"
     _plan(tmp_path, {"plex"})
     runner = CliRunner()
@@ -305,3 +306,23 @@ def test_cli_plan_and_apply_on_the_fake(tmp_path: Path, monkeypatch: pytest.Monk
     assert result.exit_code == 0, result.output
     assert f"  create tank/homelab: mountpoint={tmp_path / 'srv'} atime=off compression=on xattr=on\n" in result.output
     assert result.output.endswith("\ndone: 12 changes, 16 warnings\n")
+
+
+def test_cli_caps_the_zfs_arc_from_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chowned: list) -> None:
+    """storage plan shows and storage apply sets zfs_arc_max: what the reservations leave of this machine's
+    RAM (docs/resources.md); skipped without the OpenZFS module (zfs-fuse)."""
+    monkeypatch.setattr(storage, "ZfsCli", lambda: _zfs_fuse(tmp_path))
+    monkeypatch.setattr(memory, "HOST_ROOT", tmp_path / "host")
+    config = tmp_path / "cfg" / "homelab.yaml"
+    _plan(tmp_path, {"plex"})
+    runner = CliRunner()
+    result = runner.invoke(storage_app, ["plan", "--config", str(config)])
+    assert "  skip   zfs_arc_max " in result.output and "no OpenZFS kernel module loaded" in result.output
+    parameter = tmp_path / "host" / memory.PARAMETER
+    parameter.parent.mkdir(parents=True)
+    parameter.write_text("0\n")
+    arc_max = memory.host_budget(build_plan(load(config))).arc_max
+    assert f"  set    zfs_arc_max {arc_max} " in runner.invoke(storage_app, ["plan", "--config", str(config)]).output
+    result = runner.invoke(storage_app, ["apply", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert f"  set    zfs_arc_max={arc_max} live\n" in result.output and parameter.read_text() == f"{arc_max}\n"
