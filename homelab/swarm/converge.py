@@ -24,7 +24,7 @@ from homelab.apply import ApplyResult, Convergence, ServiceAction, StackPlan, zf
 from homelab.errors import CommandFailed
 from homelab.health import ApplyFailed
 from homelab.host import prepare_host
-from homelab.layout import PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
+from homelab.layout import EDGE_STACK, PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
 from homelab.plan import Plan
 from homelab.render.swarm import content_digest, digest_variable
 from homelab.render.yamldump import dump
@@ -297,7 +297,9 @@ def leave_swarm(swarm: Swarm, out: Path, stacks: Iterable[str] | None, progress:
         running = sorted({s.namespace for s in swarm.services() if s.namespace.startswith(PROJECT_PREFIX)})
     except CommandFailed:  # not a swarm manager: nothing of ours runs on Swarm here
         running = []
-    names = [n.removeprefix(PROJECT_PREFIX) for n in running] if stacks is None else list(stacks)
+    # the edge first, so it goes last: the other stacks' services sit on its proxy network
+    names = sorted((n.removeprefix(PROJECT_PREFIX) for n in running), key=lambda n: n != EDGE_STACK)
+    names = names if stacks is None else list(stacks)
     if not set(running) - {project_name(n) for n in names}:
         (out / SWARM_MARK).unlink(missing_ok=True)
     done = []

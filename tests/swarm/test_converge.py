@@ -124,6 +124,12 @@ def test_compose_projects_are_taken_down_first_and_a_removed_service_is_removed(
     assert ("remove_services", ["homelab-dev_rstudio"]) in lab.swarm.calls
 
 
+def test_leaving_swarm_removes_the_edge_last(lab: Lab) -> None:
+    lab.up()
+    converge.leave_swarm(lab.swarm, lab.out, None, lambda _m: None)  # the engine is compose now
+    assert [c[1] for c in lab.swarm.calls if c[0] == "remove_stack"] == ["homelab-dev", "homelab-edge"]
+
+
 def test_down_removes_the_stacks_last_first(lab: Lab) -> None:
     lab.up()
     assert (lab.out / converge.SWARM_MARK).is_file()  # compose `up` will know to take the stacks down

@@ -117,7 +117,7 @@ def test_a_secret_change_rolls_its_services(lab) -> None:  # type: ignore[no-unt
 
 def test_a_failing_update_rolls_back_by_itself(lab, images) -> None:  # type: ignore[no-untyped-def]
     healthy = lab.data["images"]["gitea"]
-    lab.data["images"]["gitea"] = images[standins.SICK]  # never healthy
+    lab.data["images"]["gitea"] = images["socket-proxy"]  # runs, but never answers Gitea's health check
     lab.write()
     result = lab.up("--timeout", "120", check=False)
     assert result.returncode == 1, result.stdout + result.stderr
