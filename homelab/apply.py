@@ -295,13 +295,13 @@ def apply(
             continue
         later = [s.name for s in todo[index + 1 :] if not s.remove_stack]
         with guard(stack):
-            _up_healthy(docker, stack, timeout, later, progress)
+            up_healthy(docker, stack, timeout, later, progress)
         result.applied.append(stack.name)
     result.seconds = time.monotonic() - start
     return result
 
 
-def _up_healthy(
+def up_healthy(
     docker: Engine, stack: StackPlan, timeout: float, later: list[str], progress: Callable[[str], None]
 ) -> None:
     """`up --wait` one stack, then the health gate; ApplyFailed naming what did not come up."""

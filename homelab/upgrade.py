@@ -5,61 +5,53 @@ same tag now naming another image), the stack's datasets are snapshotted (`@home
 and its previous compose.yaml is kept, before the stack is touched. If the health gate then fails, the
 stack is taken down, its datasets are rolled back to that snapshot, the previous compose.yaml is put back
 and brought up, and the gate runs again; the failed version's logs are kept next to the record.
-`homelab rollback STACK` does the same by hand. Records live in `<stacks>/.homelab-upgrades/<stack>-<stamp>/`.
+`homelab rollback STACK` does the same by hand (homelab.upgrade_undo). Records live in
+`<stacks>/.homelab-upgrades/<stack>-<stamp>/` and are the upgrade's journal (homelab.upgrade_journal):
+the next `up` reads it first and finishes or undoes what a killed `homelab` left half done. A Postgres
+server of the stack is dumped (`pg_dump` into its own dataset) before the snapshot, so the snapshot
+holds a dump as well as the crash-consistent pages.
 
 The unit is the stack (one compose project): its images move together and its containers are what
-holds its datasets open. Postgres dumps are not taken: the snapshot is crash-consistent, which
-Postgres recovers from like from a power cut (docs/upgrades.md).
+holds its datasets open.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import yaml
 
 from homelab.apply import Convergence, StackPlan
 from homelab.drift import REPAIR
 from homelab.errors import CommandFailed, HomelabError
-from homelab.health import ApplyFailed, wait_healthy
+from homelab.health import ApplyFailed
 from homelab.layout import COMPOSE_FILE
-from homelab.ownership import write_owned
 from homelab.plan import Plan, Stack
 from homelab.runtime.docker import Engine
 from homelab.runtime.zfs import Zfs, ZfsCli
+from homelab.upgrade_journal import RECORDS_DIR, ImageChange, Record, UpgradeRefused, process_started
+from homelab.upgrade_undo import abandon, prune, recover, roll_back
 
-RECORDS_DIR = ".homelab-upgrades"
 SNAPSHOT_PREFIX = "homelab-upgrade-"
-KEEP = 3  # upgrade snapshots kept per stack; older ones are destroyed after a successful upgrade
 MIN_FREE = 64 << 20  # bytes free a dataset needs at least for the upgrade to write beside its snapshot
-LOG_LINES = 200  # of each failed container's output, kept in the record
-
-State = Literal["pending", "upgraded", "rolled-back"]
-
-
-class UpgradeRefused(HomelabError):
-    """An upgrade could not be undone (no snapshot possible), so it was not started."""
-
-    exit_code = 2
-
-
-class RolledBack(HomelabError):
-    """The new version did not become healthy; the previous one runs again on its previous data."""
-
-    exit_code = 1
+PGDATA = "/var/lib/postgresql/data"  # the postgres image's data folder (homelab/images/facts/postgres.yaml)
+DUMP_FILE = "homelab-upgrade-dump.sql"  # in the Postgres dataset, next to the pages it describes
+DUMP_TIMEOUT = 3600
 
 
 @dataclass(frozen=True)
-class ImageChange:
+class Dump:
+    """A Postgres server of the stack: what `pg_dump` connects as, and the folder the dump goes to."""
+
     service: str
-    old: str
-    new: str
+    user: str
+    database: str
+    folder: str  # host path of the dataset mounted as PGDATA
 
 
 @dataclass(frozen=True)
@@ -67,37 +59,7 @@ class Upgrade:
     stack: str
     changes: tuple[ImageChange, ...]
     datasets: tuple[str, ...]  # ZFS names of the datasets the stack's services mount
-
-
-@dataclass
-class Record:
-    """One upgrade as kept on disk: what changed, which snapshot undoes it, how it ended."""
-
-    stack: str
-    stamp: str
-    datasets: list[str]
-    changes: list[ImageChange]
-    state: State = "pending"
-    snapshot: str | None = None  # the part after @; None: taken with --no-snapshot
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def folder_name(self) -> str:
-        return f"{self.stack}-{self.stamp}"
-
-    def save(self, out: Path) -> Path:
-        folder = out / RECORDS_DIR / self.folder_name
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / ".record.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(folder / "record.json")
-        return folder
-
-    @classmethod
-    def load(cls, path: Path) -> Record:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["changes"] = [ImageChange(**c) for c in data["changes"]]
-        return cls(**data)
+    dumps: tuple[Dump, ...] = ()
 
 
 # --- what an `up` would upgrade ------------------------------------------------------------------
@@ -111,6 +73,19 @@ def stack_datasets(plan: Plan, stack: Stack) -> tuple[str, ...]:
         for d in plan.datasets
         if any(src == d.path or src.startswith(d.path.rstrip("/") + "/") for src in sources)
     )
+
+
+def stack_dumps(stack: Stack) -> tuple[Dump, ...]:
+    """The stack's Postgres servers: services that mount a dataset as PGDATA. User and database as the
+    image's entrypoint defaults them (docker-library/postgres docker-entrypoint.sh: POSTGRES_USER
+    defaults to postgres, POSTGRES_DB to the user)."""
+    dumps = []
+    for service in stack.services.values():
+        for mount in service.mounts:
+            if mount.target.rstrip("/") == PGDATA and not mount.source.startswith("./"):
+                user = service.environment.get("POSTGRES_USER", "postgres")
+                dumps.append(Dump(service.name, user, service.environment.get("POSTGRES_DB", user), mount.source))
+    return tuple(dumps)
 
 
 def find_upgrades(convergence: Convergence, plan: Plan) -> list[Upgrade]:
@@ -129,15 +104,27 @@ def find_upgrades(convergence: Convergence, plan: Plan) -> list[Upgrade]:
             and (a.cause == "image" or a.container.image != stack.services[a.service].image)
         )
         if changes:
-            result.append(Upgrade(stack_plan.name, changes, stack_datasets(plan, stack)))
+            result.append(Upgrade(stack_plan.name, changes, stack_datasets(plan, stack), stack_dumps(stack)))
     return result
 
 
-def refusals(upgrades: list[Upgrade], zfs: Zfs) -> list[str]:
-    """Why some upgrade could not be undone: a dataset not on ZFS, or too little room for the snapshot
-    to diverge (less than a tenth of the data it holds, and never under MIN_FREE)."""
+def held_by_backup(plan: Plan) -> set[str]:
+    """The datasets a live backup run is reading (homelab.backup.lock: markers the run holds flock'ed, so
+    one a killed run left never counts), in the state folder `backup` uses: $HOMELAB_BACKUP_STATE, else
+    backup.state_dir (homelab.backup.context.default_state_dir)."""
+    from homelab.backup.context import STATE_ENV  # the backup package: only when an upgrade is about to run
+    from homelab.backup.lock import running_datasets
+
+    return running_datasets(Path(os.environ.get(STATE_ENV) or plan.config.backup_state_dir))
+
+
+def refusals(upgrades: list[Upgrade], zfs: Zfs, held: set[str] | None = None) -> list[str]:
+    """Why some upgrade could not be undone: a dataset not on ZFS, too little room for the snapshot
+    to diverge (less than a tenth of the data it holds, and never under MIN_FREE), or a running backup
+    reading it (its snapshot and clone would stand in the way of `zfs rollback`)."""
     if not upgrades:
         return []
+    held = held or set()
     try:
         known = set(zfs.names())
     except CommandFailed:
@@ -145,6 +132,8 @@ def refusals(upgrades: list[Upgrade], zfs: Zfs) -> list[str]:
     problems = []
     for up in upgrades:
         for name in up.datasets:
+            if name in held:
+                problems.append(f"{up.stack}: dataset {name} is being read by a running backup; wait for it to end")
             if name not in known:
                 problems.append(f"{up.stack}: dataset {name} is not on ZFS, so no snapshot can be taken")
                 continue
@@ -166,6 +155,16 @@ def read_composes(out: Path) -> dict[str, bytes]:
     return {p.parent.name: p.read_bytes() for p in sorted(out.glob(f"*/{COMPOSE_FILE}"))}
 
 
+def journal_first(
+    out: Path, docker: Engine, *, timeout: float, progress: Callable[[str], None], dry_run: bool
+) -> dict[str, bytes]:
+    """What `up` does before rendering: finish or undo the upgrades a killed `homelab` left in the journal
+    (not on a dry run), then read the compose files a rollback would return to."""
+    if not dry_run:
+        recover(out, docker, ZfsCli(), timeout=timeout, progress=progress)
+    return read_composes(out)
+
+
 def guard_for(
     convergence: Convergence,
     plan: Plan,
@@ -180,12 +179,13 @@ def guard_for(
     """The guard for this `up`; UpgradeRefused, before anything runs, when an upgrade could not be undone."""
     zfs = zfs or ZfsCli()
     upgrades = find_upgrades(convergence, plan)
-    problems = refusals(upgrades, zfs) if snapshot else []
+    problems = refusals(upgrades, zfs, held_by_backup(plan)) if upgrades and snapshot else []
     if problems:
         raise UpgradeRefused(
             "refusing to upgrade what could not be rolled back:\n  "
             + "\n  ".join(problems)
-            + "\nfree space or move the data onto ZFS, or pass --no-snapshot to upgrade without a way back"
+            + "\nwait for the backup, free space or move the data onto ZFS, or pass --no-snapshot to upgrade"
+            " without a way back"
         )
     return Guard(out, docker, zfs, upgrades, previous, snapshot, timeout, progress)
 
@@ -209,8 +209,9 @@ def rollback_compose(previous: bytes, changes: tuple[ImageChange, ...]) -> bytes
 
 @dataclass
 class Guard:
-    """Wraps apply's step for each stack (apply.apply(..., guard=...)): snapshot before an upgrade,
-    roll back when the health gate fails. `previous` maps a stack to its compose.yaml before this render."""
+    """Wraps apply's step for each stack (apply.apply(..., guard=...)): journal, dump and snapshot before
+    an upgrade, roll back when the health gate fails. `previous` maps a stack to its compose.yaml before
+    this render."""
 
     out: Path
     docker: Engine
@@ -231,104 +232,62 @@ class Guard:
         try:
             yield
         except ApplyFailed as failure:
-            folder = self._keep_logs(record, stack.project)
-            self.progress(f"{stack.name}: upgrade failed, rolling back ({failure})")
-            restore(record, self.out, self.docker, self.zfs, self.timeout, self.progress)
-            record.state = "rolled-back"
-            record.notes.append(str(failure))
-            record.save(self.out)
-            data = "its data from before the upgrade" if record.snapshot else "the data as the new version left it"
-            raise RolledBack(
-                f"{stack.name}: the upgrade did not become healthy and was rolled back; the previous "
-                f"version runs again on {data}\n{failure}\n"
-                f"  the failed version's logs: {folder}"
-            ) from None
-        record.state = "upgraded"
-        record.save(self.out)
+            raise roll_back(record, self.out, self.docker, self.zfs, self.timeout, self.progress, failure) from None
+        record.step(self.out, "upgraded")
         prune(self.out, self.zfs, stack.name, self.progress)
 
     def _prepare(self, upgrade: Upgrade) -> Record:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        record = Record(upgrade.stack, stamp, list(upgrade.datasets), list(upgrade.changes))
+        """Journal, dump, snapshot: the stack itself is not touched until the journal says "applying"."""
+        base = stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        n = 0
+        while (self.out / RECORDS_DIR / f"{upgrade.stack}-{stamp}").exists():  # a retry within the second
+            n += 1
+            stamp = f"{base}-{n}"
+        pid = os.getpid()
+        record = Record(upgrade.stack, stamp, list(upgrade.datasets), list(upgrade.changes), pid=pid)
+        record.started = process_started(pid)
+        snapshot = f"{SNAPSHOT_PREFIX}{upgrade.stack}-{stamp}"
         if self.snapshot:
-            record.snapshot = f"{SNAPSHOT_PREFIX}{upgrade.stack}-{stamp}"
-            for name in upgrade.datasets:
-                self.zfs.snapshot(name, record.snapshot)
-        folder = record.save(self.out)
+            record.snapshot = snapshot
+        folder = self.out / RECORDS_DIR / record.folder_name
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # the compose.yaml to return to is in place before the journal names the upgrade
         (folder / COMPOSE_FILE).write_bytes(rollback_compose(self.previous[upgrade.stack], upgrade.changes))
+        record.step(self.out, "snapshotting")
+        try:
+            record.dumps = self._dump(upgrade)
+            for name in upgrade.datasets if record.snapshot else ():
+                self.zfs.snapshot(name, snapshot)
+        except (CommandFailed, OSError) as exc:
+            abandon(record, self.out, self.zfs, f"could not be prepared: {exc}")
+            raise HomelabError(
+                f"{upgrade.stack}: the upgrade could not be prepared, nothing of the stack was changed: {exc}"
+            ) from None
         moved = ", ".join(f"{c.service} {c.old} -> {c.new}" for c in upgrade.changes)
         where = f"snapshot @{record.snapshot}" if record.snapshot else "no snapshot (--no-snapshot)"
         self.progress(f"{upgrade.stack}: upgrading {moved}; {where}")
+        record.step(self.out, "applying")
         return record
 
-    def _keep_logs(self, record: Record, project: str) -> Path:
-        folder = self.out / RECORDS_DIR / record.folder_name
-        for c in self.docker.containers([project]):
-            (folder / f"{c.service}.log").write_text(self.docker.logs_tail(c.id, LOG_LINES) + "\n", encoding="utf-8")
-        return folder
-
-
-# --- rolling back, listing, retention --------------------------------------------------------------
-
-
-def restore(
-    record: Record, out: Path, docker: Engine, zfs: Zfs, timeout: float, progress: Callable[[str], None]
-) -> None:
-    """Stop the stack, roll its datasets back (when the upgrade has a snapshot), bring the previous
-    compose.yaml up, gate its health."""
-    stack = StackPlan(record.stack, out / record.stack)
-    folder = out / RECORDS_DIR / record.folder_name
-    docker.down(stack.project, stack.directory)
-    for name in record.datasets if record.snapshot else ():
-        zfs.rollback(f"{name}@{record.snapshot}")
-    write_owned(out, {f"{record.stack}/{COMPOSE_FILE}": (folder / COMPOSE_FILE).read_bytes()})
-    began = time.monotonic()
-    docker.up(stack.project, stack.directory, timeout=timeout)
-    bad = wait_healthy(docker, stack, began + timeout)
-    if bad:
-        raise ApplyFailed(f"stack {record.stack}: still not healthy after the rollback: {', '.join(bad)}")
-    data = f"data at @{record.snapshot}" if record.snapshot else "data left as the new version wrote it"
-    progress(
-        f"{record.stack}: rolled back to the previous images, {data}; healthy after {time.monotonic() - began:.1f}s"
-    )
-
-
-def list_records(out: Path, stack: str | None = None) -> list[Record]:
-    """Every upgrade record, oldest first (optionally of one stack)."""
-    found = [Record.load(p) for p in sorted((out / RECORDS_DIR).glob("*/record.json"))]
-    return sorted((r for r in found if stack is None or r.stack == stack), key=lambda r: r.stamp)
-
-
-def rollback(
-    out: Path, docker: Engine, zfs: Zfs, stack: str, *, timeout: float, progress: Callable[[str], None]
-) -> Record:
-    """`homelab rollback STACK`: undo the stack's last upgrade while its snapshot exists."""
-    done = [r for r in list_records(out, stack) if r.state == "upgraded"]
-    if not done:
-        raise UpgradeRefused(f"{stack}: no upgrade to roll back (homelab upgrade --list shows them)")
-    record = done[-1]
-    if record.snapshot is None:
-        raise UpgradeRefused(
-            f"{stack}: no snapshot of its last upgrade is left (--no-snapshot, or removed by retention)"
-        )
-    missing = [n for n in record.datasets if record.snapshot not in zfs.snapshots(n)]
-    if missing:
-        raise UpgradeRefused(f"{stack}: snapshot @{record.snapshot} is gone from {', '.join(missing)}")
-    restore(record, out, docker, zfs, timeout, progress)
-    record.state = "rolled-back"
-    record.notes.append("rolled back by hand")
-    record.save(out)
-    return record
-
-
-def prune(out: Path, zfs: Zfs, stack: str, progress: Callable[[str], None]) -> None:
-    """Keep the KEEP newest upgrade snapshots of a stack; destroy older ones (their records stay)."""
-    kept = [r for r in list_records(out, stack) if r.snapshot is not None]
-    for record in kept[:-KEEP]:
-        for name in record.datasets:
-            if record.snapshot in zfs.snapshots(name):
-                zfs.destroy(f"{name}@{record.snapshot}")
-        progress(f"{stack}: removed old upgrade snapshot @{record.snapshot}")
-        record.snapshot = None
-        record.notes.append(f"snapshot removed by retention (keep {KEEP})")
-        record.save(out)
+    def _dump(self, upgrade: Upgrade) -> list[str]:
+        """pg_dump of each running Postgres server of the stack into its own dataset, before the snapshot:
+        the snapshot then holds a dump as well as the pages (a server stopped needs none)."""
+        if not upgrade.dumps:
+            return []
+        stack = StackPlan(upgrade.stack, self.out / upgrade.stack)
+        running = {c.service for c in self.docker.containers([stack.project]) if c.running}
+        written = []
+        for dump in upgrade.dumps:
+            if dump.service not in running:
+                self.progress(f"{upgrade.stack}: {dump.service} is not running, its files are consistent: no dump")
+                continue
+            dest = Path(dump.folder) / DUMP_FILE
+            argv = ["pg_dump", "--username", dump.user, "--dbname", dump.database, "--no-password"]
+            began = time.monotonic()
+            self.docker.exec_to_file(stack.project, stack.directory, dump.service, argv, dest, timeout=DUMP_TIMEOUT)
+            written.append(str(dest))
+            self.progress(
+                f"{upgrade.stack}: dumped {dump.service}'s database {dump.database} to {dest} "
+                f"({dest.stat().st_size >> 10} KiB, {time.monotonic() - began:.1f}s)"
+            )
+        return written

@@ -2,7 +2,8 @@
 
 One module per verb (run, verify, restore, drill, prune, status) over a `Context` (context: the datasets,
 the state folder, the drivers); records are typed (records), kept by state; names checks what the crypt
-cannot carry; listing keeps the snapshot's listing on the remote; check cryptchecks while a sync writes.
+cannot carry; listing keeps the snapshot's listing on the remote (a partial one after a sync that died);
+check cryptchecks while a sync writes; lock marks the datasets a live run holds, for other code.
 """
 
 from homelab.backup.context import BackupError, Context, context

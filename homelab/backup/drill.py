@@ -9,7 +9,7 @@ import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from homelab.backup import tree
+from homelab.backup import listing, tree
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.records import Drill, LastGood
 from homelab.backup.retention import STAMP
@@ -46,7 +46,7 @@ def drill(
                 continue
             entries = ctx.state.manifest(last.entry.manifest)
             objects = [e for e in entries if e.kind != "d"]
-            chosen = entries if full else rng.sample(objects, min(sample, len(objects)))
+            chosen = entries if full else _with_link_targets(rng.sample(objects, min(sample, len(objects))), objects)
             found = _drill_one(ctx, d, remote, last, chosen)
             problems += found
             checked += len(chosen)
@@ -68,17 +68,25 @@ def drill(
     return record
 
 
+def _with_link_targets(sample: list[tree.Entry], objects: list[tree.Entry]) -> list[tree.Entry]:
+    """The sample plus the first name of every hardlink it holds: a second name restored alone would have
+    nothing to be linked to, and the drill would call an intact backup broken."""
+    by_path = {e.path: e for e in objects}
+    targets = {e.link for e in sample if e.link} - {e.path for e in sample}
+    return sample + [by_path[path] for path in sorted(targets) if path in by_path]
+
+
 def _drill_one(ctx: Context, d: Dataset, remote: str, last: LastGood, chosen: list[tree.Entry]) -> list[str]:
     with (
         tempfile.TemporaryDirectory(prefix="drill-", dir=ctx.state.scratch) as scratch,
         ctx.snapshots.open(d.name, last.entry.snapshot, ctx.state.mounts) as source,
     ):
         target = Path(scratch) / "restored"
-        result = ctx.rclone.copy(
-            ctx.remote_path(remote, "current", d.key), target, label=f"drill-{remote}", files=tree.rclone_names(chosen)
-        )
-        if not result.ok:
-            return [f"{d.key} -> {remote}: {result.why('restore')}"]
+        # from where a restore takes them: a run that failed since moved what it replaced to its archive
+        for root, names in listing.sources(ctx, d, remote, last.run, tree.rclone_names(chosen)).items():
+            result = ctx.rclone.copy(root, target, label=f"drill-{remote}", files=names)
+            if not result.ok:
+                return [f"{d.key} -> {remote}: {result.why('restore')}"]
         tree.apply(target, chosen)
         problems = [f"{d.key}: {p}" for p in tree.differences(chosen, target)]
         for e in chosen:

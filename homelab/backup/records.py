@@ -47,6 +47,7 @@ class DatasetRun(Part):
     manifest: str = ""  # the listing in the state folder, relative to it
     snapshot: str = ""
     tree: str | None = None  # the listing on the remote (meta/...), once uploaded
+    partial_files: int | None = None  # a sync that did not finish: the files that reached the remote
     tree_fingerprint: str | None = None
 
     @property

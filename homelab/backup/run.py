@@ -128,7 +128,9 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
         if refused:
             synced = [(remote, _refused(d, remote, refused)) for remote in ctx.remotes]
         else:
-            synced = [(remote, _sync_one(ctx, record.id, d, remote, source, options)) for remote in ctx.remotes]
+            synced = [
+                (remote, _sync_one(ctx, record.id, d, remote, source, entries, options)) for remote in ctx.remotes
+            ]
     failures = []
     files, size = len(tree.rclone_names(entries)), tree.total_bytes(entries)
     for remote, entry in synced:
@@ -154,7 +156,9 @@ def _refused(d: Dataset, remote: str, refused: list[str]) -> DatasetRun:
     return DatasetRun(dataset=d.name, key=d.key, remote=remote, result="failed", error=error)
 
 
-def _sync_one(ctx: Context, run_id: str, d: Dataset, remote: str, source: Path, options: Options) -> DatasetRun:
+def _sync_one(
+    ctx: Context, run_id: str, d: Dataset, remote: str, source: Path, entries: list[tree.Entry], options: Options
+) -> DatasetRun:
     dst, archive = ctx.remote_path(remote, "current", d.key), ctx.remote_path(remote, "archive", run_id, d.key)
     label = f"{run_id}-{remote}-{d.key.replace('/', '_')}"
     repair = repair_of(ctx, d.key, remote)
@@ -175,6 +179,8 @@ def _sync_one(ctx: Context, run_id: str, d: Dataset, remote: str, source: Path, 
     )
     if not sync.ok:
         entry.result, entry.error = "failed", sync.why("sync")
+        if not sync.timed_out:  # a remote that stopped answering would only make the run wait longer
+            listing.upload_partial(ctx, run_id, d, entry, entries, check.differ + check.missing)
         return entry
     entry.checked_files = check.matched
     if options.deep and not check.problems:

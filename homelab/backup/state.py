@@ -6,6 +6,7 @@ Layout of the state folder (default `<storage.mountpoint>/.homelab/backup`):
                             (homelab.backup.tree; restore and drill read it)
   drills/<id>.json, verify/<id>.json
   running.json              the run in progress and the snapshots it reads (pruning never touches them)
+  running/<dataset>.lock    the datasets a live run holds, for other code (homelab.backup.lock)
   <remote>.last_success     epoch seconds of the last successful run (the collectd exec program reads it)
   private/rclone.conf       the rclone config; private/logs: rclone's logs and the file lists handed to it
 Every folder holding file names (records name failed files) is 0700 with 0600 files; only the

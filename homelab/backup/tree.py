@@ -1,19 +1,22 @@
-"""What a snapshot holds, entry by entry: kind, mode, owner, mtime, size, link target.
+"""What a snapshot holds, entry by entry: kind, mode, owner, mtime, size, link target, hardlinks, holes, xattrs.
 
-rclone through crypt carries names, content and file mtimes, not owners, modes or folder times, so each run
-records this listing (`manifests/` in the state folder, and encrypted on the remote under `meta/`) and a
-restore applies it: owners (when root), modes and mtimes of files, folders and symlinks, and empty folders.
+rclone through crypt carries names, content and file mtimes, not owners, modes, folder times, links between
+files, holes or extended attributes, so each run records this listing (`manifests/` in the state folder, and
+encrypted on the remote under `meta/`) and a restore applies it: owners (when root), modes and mtimes of
+files, folders and symlinks, empty folders, hardlinks (each name is uploaded; the restore links them again),
+holes of sparse files (zero blocks punched out again) and `user.*` xattrs and POSIX ACLs.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from homelab.runtime.rclone import LINK_SUFFIX, encode_name
 
@@ -27,6 +30,9 @@ class Entry(NamedTuple):
     mtime_ns: int
     size: int
     target: str  # a symlink's target, else ""
+    link: str = ""  # a file with several names (hardlinks): the first of them (sorted), on every other one
+    sparse: bool = False  # a file with fewer blocks than its size: restored with its zero blocks as holes
+    xattrs: tuple[tuple[str, str], ...] = ()  # the kept extended attributes (KEPT_XATTRS), values in hex
 
     @property
     def rclone_name(self) -> str:
@@ -34,15 +40,43 @@ class Entry(NamedTuple):
         return encode_name(self.path) + (LINK_SUFFIX if self.kind == "l" else "")
 
 
-def _entry(path: str, st: os.stat_result, target: str = "") -> Entry:
+# user attributes and POSIX ACLs; not security.* (SELinux labels, capabilities: the restoring host decides)
+KEPT_XATTRS = ("user.", "system.posix_acl_access", "system.posix_acl_default")
+BLOCK = 4096  # the granularity of holes punched at restore
+
+
+def has_xattrs(root: Path) -> bool:
+    """Whether the filesystem of root keeps xattrs (zfs-fuse does not): asked once, not once per file."""
+    try:
+        os.listxattr(root)
+    except OSError:
+        return False
+    return True
+
+
+def _xattrs(path: str | Path) -> tuple[tuple[str, str], ...]:
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except OSError:  # not on this file (a symlink's target gone, a race): nothing to keep
+        return ()
+    kept = sorted(n for n in names if n.startswith(KEPT_XATTRS))
+    return tuple((n, os.getxattr(path, n, follow_symlinks=False).hex()) for n in kept)
+
+
+def _entry(path: str, st: os.stat_result, target: str = "", where: str | Path | None = None) -> Entry:
     kind = "l" if stat.S_ISLNK(st.st_mode) else "d" if stat.S_ISDIR(st.st_mode) else "f"
     size = st.st_size if kind == "f" else 0
-    return Entry(path, kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns, size, target)
+    sparse = kind == "f" and st.st_blocks * 512 < size
+    xattrs = _xattrs(where) if where is not None and kind != "l" else ()
+    mode = stat.S_IMODE(st.st_mode)
+    return Entry(path, kind, mode, st.st_uid, st.st_gid, st.st_mtime_ns, size, target, "", sparse, xattrs)
 
 
 def scan(root: Path) -> list[Entry]:
     """Every folder, regular file and symlink under root (one lstat each; symlinks are not followed), sorted."""
-    entries = [_entry("", root.lstat())]
+    xattrs = has_xattrs(root)
+    entries = [_entry("", root.lstat(), where=root if xattrs else None)]
+    inodes: dict[str, tuple[int, int]] = {}  # files with several names
     pending = [("", str(root))]
     while pending:
         prefix, folder = pending.pop()
@@ -57,8 +91,16 @@ def scan(root: Path) -> list[Entry]:
                     pending.append((rel + "/", item.path))
                 elif not stat.S_ISREG(st.st_mode):
                     continue  # a socket, FIFO or device: rclone skips them, so the listing does too
-                entries.append(_entry(rel, st))
+                elif st.st_nlink > 1:
+                    inodes[rel] = (st.st_dev, st.st_ino)
+                entries.append(_entry(rel, st, where=item.path if xattrs else None))
     entries.sort()
+    first: dict[tuple[int, int], str] = {}
+    for n, e in enumerate(entries):
+        if e.path in inodes:
+            name = first.setdefault(inodes[e.path], e.path)
+            if name != e.path:
+                entries[n] = e._replace(link=name)
     return entries
 
 
@@ -76,8 +118,18 @@ def dumps(entries: list[Entry]) -> bytes:
     return json.dumps({"version": 1, "entries": [list(e) for e in entries]}).encode()
 
 
+XATTRS = Entry._fields.index("xattrs")
+
+
 def loads(data: bytes) -> list[Entry]:
-    return [Entry(*row) for row in json.loads(data)["entries"]]
+    """Listings from before hardlinks, holes and xattrs were kept read with none of them."""
+    return [_row(row) for row in json.loads(data)["entries"]]
+
+
+def _row(row: list[Any]) -> Entry:
+    if len(row) > XATTRS:
+        row = [*row[:XATTRS], tuple((name, value) for name, value in row[XATTRS])]  # JSON made them lists
+    return Entry(*row)
 
 
 def fingerprint(entries: list[Entry]) -> str:
@@ -95,6 +147,38 @@ class Applied:
     entries: int = 0
     folders_created: int = 0
     owners_skipped: bool = False  # not root: files keep the restoring user as owner
+    xattrs_failed: list[str] = field(default_factory=list)  # the target filesystem refused them
+
+
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def punch_holes(path: Path) -> None:
+    """Make the zero blocks of a file holes again, in place (its inode, so its hardlinks, unchanged); where the
+    filesystem cannot, the file stays fully allocated (its content is the same)."""
+    zero = bytes(BLOCK)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        offset, start = 0, None  # start: the first block of the run of zero blocks being read
+        while chunk := os.pread(fd, 256 * BLOCK, offset):
+            for at in range(0, len(chunk), BLOCK):
+                block = chunk[at : at + BLOCK]
+                if block == zero[: len(block)]:
+                    start = offset + at if start is None else start
+                elif start is not None:
+                    _punch(fd, start, offset + at - start)
+                    start = None
+            offset += len(chunk)
+        if start is not None:
+            _punch(fd, start, offset - start)
+    finally:
+        os.close(fd)
+
+
+def _punch(fd: int, offset: int, length: int) -> None:
+    mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+    _libc.fallocate(fd, mode, ctypes.c_int64(offset), ctypes.c_int64(length))  # an error leaves the zeros
 
 
 def apply(target: Path, entries: list[Entry]) -> Applied:
@@ -106,6 +190,11 @@ def apply(target: Path, entries: list[Entry]) -> Applied:
     done = Applied()
     as_root = os.geteuid() == 0
     done.owners_skipped = not as_root
+    for e in entries:  # first, so each folder's mtime set below is the last write inside it
+        path, first = target / e.path, target / e.link
+        if e.link and path.is_file() and first.is_file() and not path.samefile(first):
+            path.unlink()
+            os.link(first, path)
     # the root ("") is one level above the top-level entries: last of all, after any folder created in it
     for e in sorted(entries, key=lambda e: (-(e.path.count("/") + bool(e.path)), e.kind == "d", e.path)):
         path = target / e.path if e.path else target
@@ -116,6 +205,13 @@ def apply(target: Path, entries: list[Entry]) -> Applied:
             continue
         if (e.kind == "l") != path.is_symlink():
             continue
+        if e.sparse and not e.link:
+            punch_holes(path)
+        for name, value in e.xattrs:
+            try:
+                os.setxattr(path, name, bytes.fromhex(value), follow_symlinks=False)
+            except OSError as exc:
+                done.xattrs_failed.append(f"{e.path or '.'}: {name}: {exc.strerror}")
         if as_root:
             os.chown(path, e.uid, e.gid, follow_symlinks=False)
         if e.kind != "l":
@@ -129,14 +225,19 @@ def differences(expected: list[Entry], root: Path) -> list[str]:
     """How the metadata under root differs from the recorded entries (owner only when root)."""
     problems = []
     as_root = os.geteuid() == 0
+    xattrs = has_xattrs(root)
     for e in expected:
         path = root / e.path if e.path else root
         try:
-            got = _entry(e.path, path.lstat(), str(path.readlink()) if e.kind == "l" else "")
+            got = _entry(e.path, path.lstat(), str(path.readlink()) if e.kind == "l" else "", path if xattrs else None)
         except FileNotFoundError:
             problems.append(f"{e.path}: not restored")
             continue
         wanted = [("kind", e.kind, got.kind), ("target", e.target, got.target), ("mtime", e.mtime_ns, got.mtime_ns)]
+        wanted.append(("xattrs", e.xattrs, got.xattrs))
+        if e.link:
+            linked = (root / e.link).exists() and path.samefile(root / e.link)
+            wanted.append(("hardlink to", e.link, e.link if linked else "none"))
         if e.kind != "l":
             wanted.append(("mode", oct(e.mode), oct(got.mode)))
         if as_root:

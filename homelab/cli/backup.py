@@ -94,6 +94,11 @@ def restore_cmd(
     owners = "restored" if result.owners_restored else "not restored (run as root to restore owners)"
     typer.echo(f"restored {result.files} files of {result.dataset} ({result.as_of}) into {to}")
     typer.echo(f"modes and mtimes of {result.metadata} entries applied; owners {owners}")
+    if result.missing:  # a run that died midway: only what reached the remote
+        shown = ", ".join(repr(p) for p in result.missing[:5]) + (" ..." if len(result.missing) > 5 else "")
+        typer.echo(
+            f"partial: run {result.as_of} did not finish; {len(result.missing)} paths never reached the remote: {shown}"
+        )
 
 
 @backup_app.command("drill")

@@ -67,14 +67,15 @@ def up(
     from homelab.cli.report import print_report
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
-    from homelab.upgrade import guard_for, read_composes
+    from homelab.upgrade import guard_for, journal_first
 
     began = time.monotonic()
     loaded, plan, out = _load(config, out, local)
     if (docker := _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)) is None:
         return  # engine: swarm did it
     guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
-    previous = read_composes((out or default_out(loaded)).resolve())
+    stacks_dir = (out or default_out(loaded)).resolve()
+    previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run)
     result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
     selected = apply.select_stacks(result.plan, stacks or [])
     if local and not dry_run:

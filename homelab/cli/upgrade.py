@@ -21,11 +21,11 @@ def upgrade(
 ) -> None:
     """Upgrades happen in `homelab up` when an image changes (snapshot first, rolled back if unhealthy);
     this lists them: stack, when, images, snapshot, outcome."""
-    from homelab import upgrade as upgrades
     from homelab.config.loader import load
     from homelab.project import default_out
+    from homelab.upgrade_journal import list_records
 
-    records = upgrades.list_records((out or default_out(load(config))).resolve())
+    records = list_records((out or default_out(load(config))).resolve())
     if as_json:
         typer.echo(json.dumps([asdict(r) for r in records], indent=1))
         return
@@ -47,7 +47,7 @@ def rollback(
     out: OutOption = None,
 ) -> None:
     """Undo a stack's last upgrade: previous images and compose file, datasets back to the snapshot."""
-    from homelab import upgrade as upgrades
+    from homelab import upgrade_undo
     from homelab.config.loader import load
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
@@ -56,5 +56,5 @@ def rollback(
     stacks = (out or default_out(load(config))).resolve()
     docker = Docker()
     docker.check()
-    record = upgrades.rollback(stacks, docker, ZfsCli(), stack, timeout=timeout, progress=typer.echo)
+    record = upgrade_undo.rollback(stacks, docker, ZfsCli(), stack, timeout=timeout, progress=typer.echo)
     typer.echo(f"rollback: {stack} is back on the version before {record.stamp}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import subprocess
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -115,6 +116,9 @@ class Engine(Protocol):
         remove_orphans: bool = True,
     ) -> None: ...
     def down(self, project: str, stack_dir: Path | None, timeout: float = 300) -> None: ...
+    def exec_to_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], dest: Path, *, timeout: float
+    ) -> None: ...
     def logs_argv(
         self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str
     ) -> list[str]: ...
@@ -239,6 +243,29 @@ class Docker:
     def down(self, project: str, stack_dir: Path | None, timeout: float = 300) -> None:
         """Stop and remove the project's containers and networks; volumes and bind mounts are kept."""
         self.compose(project, stack_dir, "down", "--remove-orphans", timeout=timeout)
+
+    def exec_to_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], dest: Path, *, timeout: float
+    ) -> None:
+        """`compose exec -T SERVICE ARGV...` in the running container, its output streamed into `dest`
+        (0600, synced, through a temporary file renamed over it: a failed run leaves no half file).
+        CommandFailed carries the program's stderr."""
+        full = [*self.compose_argv(), "-p", project, "--project-directory", str(stack_dir)]
+        full += [*self.compose_files(stack_dir), "exec", "-T", service, *argv]
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                proc = subprocess.run(
+                    full, stdout=handle, stderr=subprocess.PIPE, text=False, timeout=timeout, check=False
+                )
+                handle.flush()
+                os.fsync(handle.fileno())
+            if proc.returncode != 0:
+                raise CommandFailed(full, proc.returncode, "", proc.stderr.decode(errors="replace"))
+            tmp.replace(dest)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def logs_argv(self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str) -> list[str]:
         argv = [*self.compose_argv(), "-p", project]

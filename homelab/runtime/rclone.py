@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,6 +49,7 @@ def encode_name(name: str) -> str:
 
 
 DEFAULT_STALL_TIMEOUT = 300.0
+_RFC3339 = re.compile(r"(.*?)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
 
 
 class RcloneError(HomelabError):
@@ -96,6 +99,8 @@ class RcloneDriver(Protocol):
     def list_files(self, path: str, *, recursive: bool = False) -> list[str]: ...
 
     def list_dirs(self, path: str) -> list[str]: ...
+
+    def list_objects(self, path: str) -> dict[str, tuple[int, int]]: ...
 
     def delete_matching(self, path: str, pattern: str) -> None: ...
 
@@ -232,6 +237,10 @@ class Rclone:
     def list_dirs(self, path: str) -> list[str]:
         return [e["Path"] for e in self._lsjson(path, "--dirs-only")]
 
+    def list_objects(self, path: str) -> dict[str, tuple[int, int]]:
+        """Every object under path: name -> (size, mtime in ns)."""
+        return {e["Path"]: (int(e["Size"]), mtime_ns(e["ModTime"])) for e in self._lsjson(path, "--files-only", "-R")}
+
     def _lsjson(self, path: str, *flags: str) -> list[dict[str, Any]]:
         """JSON, not lsf's lines: a name holding a newline is one entry. A path that does not exist is empty."""
         try:
@@ -255,6 +264,16 @@ class Rclone:
         self.run(["move", src, dst, "--files-from0", str(write_list(self.log_dir / f"{label}.files", names))])
 
 
+def mtime_ns(stamp: str) -> int:
+    """lsjson's ModTime (RFC 3339, up to 9 decimals, `Z` or an offset) in ns since the epoch, exactly."""
+    found = _RFC3339.fullmatch(stamp)
+    if found is None:
+        raise RcloneError(f"rclone lsjson: not a time: {stamp!r}")
+    whole, fraction, zone = found.groups()
+    seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp()
+    return int(seconds) * 1_000_000_000 + int(((fraction or "") + "000000000")[:9])
+
+
 def _glob(name: str) -> str:
     """A literal name in an rclone filter pattern."""
     return "".join("\\" + c if c in "*?[]{}\\" else c for c in name)
@@ -274,6 +293,7 @@ __all__ = [
     "Tail",
     "encode_name",
     "find_rclone",
+    "mtime_ns",
     "parse_combined",
     "parse_log",
     "write_list",

@@ -63,7 +63,8 @@ def cli_argv(lab: Lab, *args: str) -> list[str]:
 def fill(
     root: Path, small: int = 200, large: int = 1, large_size: int = 2 << 20, sparse: int = 8 << 20, seed: int = 1
 ) -> None:
-    """Small files in nested folders, a few large ones, a sparse file, symlinks, unicode names, a canary."""
+    """Small files in nested folders, a few large ones, a sparse file, a hardlink, symlinks, unicode names, a
+    canary."""
     rnd = __import__("random").Random(seed)
     for i in range(small):
         folder = root / f"plaindir-{i % 17:02d}" / f"plainsub-{i % 5}"
@@ -78,6 +79,7 @@ def fill(
         (root / name).write_text(f"unicode {name}\n", encoding="utf-8")
     (root / "plaincanary.txt").write_bytes(b"secret notes: " + CANARY + b"\n")
     (root / "plainempty.txt").write_bytes(b"")
+    os.link(root / "plaincanary.txt", root / "plainhardlink.txt")  # one file, two names
     os.symlink("plaincanary.txt", root / "plainlink-relative")
     os.symlink("plaindir-00/plainsub-0", root / "plainlink-dir")
     os.symlink("/nonexistent/target", root / "plainlink-dangling")
@@ -100,6 +102,13 @@ def dress(root: Path) -> None:
             os.utime(path, ns=(old + n, old + n))
     os.utime(root / "plainlink-dangling", ns=(old, old), follow_symlinks=False)
     os.utime(root, ns=(old, old))
+
+
+def assert_links_and_holes(root: Path) -> None:
+    """What fill() made a hardlink is one file again, and its sparse file has holes again."""
+    assert (root / "plainhardlink.txt").samefile(root / "plaincanary.txt")
+    sparse = (root / "plainsparse.img").stat()
+    assert sparse.st_blocks * 512 < sparse.st_size, sparse
 
 
 def attributes(root: Path) -> dict[str, tuple[int, int, int, int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,7 +121,8 @@ def test_every_verb_through_the_cli(wired: FastLab, tmp_path: Path) -> None:
     result = _cli(wired, "verify")
     assert result.exit_code == 0 and "verified: " in result.output, result.output
     result = _cli(wired, "drill", "--sample-only", "--sample", "3")
-    assert result.exit_code == 0 and "drill ok: 3 files restored and identical (sample)" in result.output
+    # 3 sampled, plus the first name of the hardlink when its second name is one of them
+    assert result.exit_code == 0 and re.search(r"drill ok: [34] files restored and identical \(sample\)", result.output)
     target = tmp_path / "restored"
     result = _cli(wired, "restore", "rstudio/home", "--to", str(target), "--at", "2999-01-01")
     assert result.exit_code == 0 and f"into {target}" in result.output, result.output

@@ -92,7 +92,7 @@ def _encrypted(ctx, name: str) -> str:
     return out.strip().split("\t")[-1].strip()
 
 
-def test_flipped_byte_and_deleted_object_are_named(lab) -> None:
+def test_flipped_byte_and_deleted_object_are_named_then_repaired(lab, tmp_path: Path) -> None:
     fill(lab.data, small=30, large=0, sparse=1 << 20)
     ctx = context(lab.loaded, state_dir=lab.state)
     run_backup(ctx)
@@ -114,6 +114,23 @@ def test_flipped_byte_and_deleted_object_are_named(lab) -> None:
         f"rstudio/home -> offsite: differs: {victim}",
         f"rstudio/home -> offsite: missing on the remote: {gone}",
     ], out
+
+    # the next run uploads both again; then verify passes and a restore is the snapshot
+    said: list[str] = []
+    record = run_backup(ctx, say=said.append).record
+    assert any(line.startswith("repair  rstudio/home -> offsite: 2 objects") for line in said), said
+    assert verify(ctx).result == "success"
+    # a rewrite with the same size and mtime: a plain run cannot see it, `run --deep` does
+    canary = lab.data / "plaincanary.txt"
+    st = canary.stat()
+    canary.write_bytes(canary.read_bytes().upper())
+    os.utime(canary, ns=(st.st_atime_ns, st.st_mtime_ns))
+    record = run_backup(ctx, deep=True).record
+    with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
+        expected = tree(snap)
+    restore(ctx, KEY, tmp_path / "restored")
+    assert tree(tmp_path / "restored") == expected
+    assert (tmp_path / "restored" / "plaincanary.txt").read_bytes() == canary.read_bytes()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from homelab.runtime.rclone import (
     Result,
     Stats,
     Tail,
+    mtime_ns,
     parse_combined,
     parse_log,
     write_list,
@@ -94,6 +95,23 @@ def test_listings_are_json_and_a_missing_folder_is_empty(tmp_path: Path, standin
     monkeypatch.setenv("STANDIN_MODE", "fail")
     assert driver.list_files("hl-x-crypt:nothing-here", recursive=True) == []
     assert [c["argv"][-2:] for c in _calls(tmp_path)][-1] == ["--files-only", "-R"]
+
+
+def test_objects_are_listed_with_size_and_exact_mtime(tmp_path: Path, standin: Path, monkeypatch) -> None:
+    entries = [
+        {"Path": "a/new\nline", "Size": 5, "ModTime": "2025-03-01T03:00:00.123456789Z", "IsDir": False},
+        {"Path": "b.rclonelink", "Size": 14, "ModTime": "2025-03-01T04:00:00+01:00", "IsDir": False},
+        {"Path": "c", "Size": 0, "ModTime": "2025-03-01T03:00:00.5-02:00", "IsDir": False},
+    ]
+    monkeypatch.setenv("STANDIN_STDOUT", json.dumps(entries))
+    base = 1_740_798_000 * 10**9  # 2025-03-01T03:00:00Z
+    assert _driver(tmp_path, standin).list_objects("hl-x-crypt:current/a") == {
+        "a/new\nline": (5, base + 123_456_789),
+        "b.rclonelink": (14, base),
+        "c": (0, base + (2 * 3600 * 10**9) + 500_000_000),
+    }
+    with pytest.raises(RcloneError, match="not a time: 'yesterday'"):
+        mtime_ns("yesterday")
 
 
 def test_obscure_adds_both_forms_to_the_redactions(tmp_path: Path, standin: Path) -> None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from homelab.backup import BackupError, context, drill, restore, run_backup, status
 from homelab.backup.zfs import open_snapshot
 from homelab.cli.backup import backup_app
-from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, attributes, fill, tree
+from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, assert_links_and_holes, attributes, fill, tree
 
 pytestmark = pytest.mark.real
 
@@ -49,6 +49,7 @@ def test_round_trip_manifest_equal_and_remote_opaque(lab, tmp_path: Path) -> Non
     assert result.owners_restored
     assert attributes(restored) == expected_attributes
     assert (restored / "plainempty-dir").is_dir()
+    assert_links_and_holes(restored)
 
     # a new machine: no state folder, the listing comes from the remote (encrypted under meta/)
     fresh = context(lab.loaded, state_dir=tmp_path / "fresh-state")

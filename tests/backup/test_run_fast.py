@@ -6,17 +6,19 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 import subprocess
 import unicodedata
 from pathlib import Path
 
 import pytest
 
-from homelab.backup import BackupError, run_backup
+from homelab.backup import BackupError, drill, restore, run_backup
 from homelab.backup.records import Run
 from homelab.backup.state import StateError
+from homelab.backup.tree import differences
 from homelab.runtime.rclone import Result
-from tests.backup.conftest import KEY, fill
+from tests.backup.conftest import KEY, attributes, fill, tree
 from tests.backup.fast import FastLab, make_fast_lab
 
 
@@ -282,7 +284,8 @@ def test_a_deep_run_catches_a_rewrite_with_the_same_size_and_mtime(lab: FastLab)
     lab.clock.advance(hours=1)
     deep = run_backup(ctx, deep=True).record
     assert (lab.current / "plaincanary.txt").read_bytes() == old.upper()
-    assert deep.datasets[0].transferred_files == 1 and deep.datasets[0].checked_files == deep.datasets[0].files
+    assert deep.datasets[0].transferred_files == 2  # the canary, and its other name (a hardlink)
+    assert deep.datasets[0].checked_files == deep.datasets[0].files
     archived = lab.rclone.root / "offsite" / "archive" / deep.id / KEY / "plaincanary.txt"
     assert archived.read_bytes() == old  # the version it replaced, for restore --at
 
@@ -294,3 +297,48 @@ def test_length_is_counted_as_the_crypt_sees_the_name_and_the_quote_character_is
         run_backup(lab.ctx())
     assert r"name too long for the crypt (144 bytes, at most 143): " + repr("c" * 141 + "\n") in str(failed.value)
     assert "rclone cannot read a name holding U+201B: odd\u201bquote" in str(failed.value)
+
+
+# a POSIX access ACL as the kernel stores it (version 2; tag, perm, id): user::rwx user:1000:r-x group::r-x
+# mask::r-x other::---
+ACL = struct.pack("<I", 2) + b"".join(
+    struct.pack("<HHI", tag, perm, uid)
+    for tag, perm, uid in [
+        (1, 7, 2**32 - 1),
+        (2, 5, 1000),
+        (4, 5, 2**32 - 1),
+        (0x10, 5, 2**32 - 1),
+        (0x20, 0, 2**32 - 1),
+    ]
+)
+
+
+def test_hardlinks_holes_and_xattrs_come_back(lab: FastLab, tmp_path: Path) -> None:
+    """tmp_path is ext4 or tmpfs: xattrs work there (zfs-fuse has none). The snapshot fake copies with cp -a
+    (links, holes and xattrs kept); the rclone fake, like rclone, writes each name as a separate, full file."""
+    fill(lab.data, small=5, large=0, sparse=4 << 20)
+    os.link(lab.data / "plaincanary.txt", lab.data / "plaindir-00" / "third-name.txt")
+    os.setxattr(lab.data / "plaincanary.txt", "user.app.tag", b"\x00\xffbinary")
+    os.setxattr(lab.data / "plaindir-01", "user.folder", b"x" * 300)
+    os.setxattr(lab.data / "plainsparse.img", "user.empty", b"")
+    os.setxattr(lab.data / "plaindir-02", "system.posix_acl_access", ACL)
+    ctx = lab.ctx()
+    record = run_backup(ctx).record
+    snapshot = lab.zfs.snapshot_dir(lab.dataset, record.snapshot)
+    target = tmp_path / "restored"
+    restore(ctx, KEY, target)
+    assert tree(target) == tree(snapshot) and attributes(target) == attributes(snapshot)
+    inodes = {
+        (target / n).stat().st_ino for n in ("plaincanary.txt", "plainhardlink.txt", "plaindir-00/third-name.txt")
+    }
+    assert len(inodes) == 1 and (target / "plaincanary.txt").stat().st_nlink == 3
+    sparse = (target / "plainsparse.img").stat()
+    assert sparse.st_size == 4 << 20 and sparse.st_blocks * 512 <= 64 << 10  # the holes are holes again
+    assert os.getxattr(target / "plaincanary.txt", "user.app.tag") == b"\x00\xffbinary"
+    assert os.getxattr(target / "plaindir-01", "user.folder") == b"x" * 300
+    assert os.getxattr(target / "plainsparse.img", "user.empty") == b""
+    assert os.getxattr(target / "plaindir-02", "system.posix_acl_access") == ACL
+    assert drill(ctx, full=True).result == "success"  # compares links and xattrs too
+    os.removexattr(target / "plaindir-01", "user.folder")
+    listed = ctx.state.manifest(record.datasets[0].manifest)
+    assert differences(listed, target) == [f"plaindir-01: xattrs () (snapshot: (('user.folder', '{'78' * 300}'),))"]

@@ -36,7 +36,7 @@ from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.runtime.rclone import find_rclone
 from homelab.storage import apply_storage
-from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, Lab, attributes, fill, tree
+from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, Lab, assert_links_and_holes, attributes, fill, tree
 from tests.conftest import write_secret
 from tests.storage.zfs import write_config
 
@@ -61,10 +61,14 @@ class Server:
 
 @contextlib.contextmanager
 def _serve(kind: str, work: Path, *, etag_hash: bool = True) -> Iterator[Server]:
-    """`rclone serve KIND` on 127.0.0.1 (a free port chosen by the kernel) with a user and password."""
+    """`rclone serve KIND` on 127.0.0.1 (a free port chosen by the kernel) with a user and password. Served
+    again from the same `work` (a server restarted): the same folder, host keys and password, a new port."""
     root, cache, log = work / "served", work / "server-cache", work / "server.log"
-    root.mkdir(parents=True)
-    password = "pw-" + secrets.token_urlsafe(18)
+    root.mkdir(parents=True, exist_ok=True)
+    secret = work / "server-password"
+    if not secret.exists():
+        secret.write_text("pw-" + secrets.token_urlsafe(18))
+    password = secret.read_text()
     argv = [find_rclone(), "--config", "/dev/null", "--cache-dir", str(cache), "serve", kind, str(root)]
     argv += ["--addr", "127.0.0.1:0", "-v"]
     if kind == "sftp":
@@ -129,12 +133,11 @@ def _remote(server: Server) -> dict:
     }
 
 
-def _lab(make_pool, tmp_path: Path, server: Server, backup: dict | None = None) -> Lab:
-    """Like tests.backup.conftest.make_lab, with the served remote as the only backup remote."""
-    pool = make_pool("192M")
+def served_config(tmp_path: Path, pool: str, server: Server, backup: dict | None = None) -> Path:
+    """homelab.yaml (in tmp_path/cfg) with the served remote as the only backup remote."""
     folder = tmp_path / "cfg"
     write_secret(folder / "secrets" / "served-remote-pass", server.password)
-    config = write_config(
+    return write_config(
         folder,
         pool=pool,
         mountpoint=tmp_path / "srv",
@@ -142,6 +145,11 @@ def _lab(make_pool, tmp_path: Path, server: Server, backup: dict | None = None) 
         remote_dir=server.root,  # replaced by the remotes below
         backup={"datasets": [KEY], "remotes": {server.kind: _remote(server)}, **(backup or {})},
     )
+
+
+def _lab(make_pool, tmp_path: Path, server: Server, backup: dict | None = None) -> Lab:
+    """Like tests.backup.conftest.make_lab, with the served remote as the only backup remote."""
+    config = served_config(tmp_path, make_pool("192M"), server, backup)
     loaded = load(config)
     plan = build_plan(loaded)
     apply_storage(plan)
@@ -193,6 +201,7 @@ def test_backup_restore_verify_on_served_remote(
     restore(ctx, KEY, restored)
     assert tree(restored) == expected
     assert attributes(restored) == expected_attributes  # owners, modes, mtimes (homelab's own listing)
+    assert_links_and_holes(restored)
     assert expected["plainlink-relative"] == "link:plaincanary.txt" and UNICODE_NAMES[1] in expected
 
     # verify: every object cryptchecked by hash against the snapshot

@@ -7,7 +7,7 @@ environment. Steer it with:
 `hashes` (what `config --hash` answers), `health[service]` / `states[service]` (what a container gets at
 up; running and healthy unless said), `up_error[project]` (an exception up raises), `logs[container id]`,
 `local_images` (reference -> image id), `memory[container id]` (bytes in use), `version = None` (engine
-unreachable).
+unreachable), `exec_output[service]` / `exec_error[service]` (what `exec_to_file` writes or raises).
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class FakeDocker:
         self.logs: dict[str, str] = {}
         self.local_images: dict[str, str] = {}
         self.memory: dict[str, int] = {}  # container id -> bytes in use (`docker stats`)
+        self.exec_output: dict[str, bytes] = {}
+        self.exec_error: dict[str, Exception] = {}
         self.version: str | None = "27.3.1"
         self.compose: tuple[list[str], tuple[int, ...]] | EnvironmentProblem = COMPOSE
 
@@ -121,6 +123,15 @@ class FakeDocker:
     def down(self, project: str, stack_dir: Path | None, timeout: float = 300) -> None:
         self.calls.append(("down", project, stack_dir))
         self.running = [c for c in self.running if c.project != project]
+
+    def exec_to_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], dest: Path, *, timeout: float
+    ) -> None:
+        self.calls.append(("exec", project, service, *argv))
+        if service in self.exec_error:
+            raise self.exec_error[service]
+        dest.write_bytes(self.exec_output.get(service, f"-- output of {' '.join(argv)}\n".encode()))
+        dest.chmod(0o600)
 
     def logs_argv(self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str) -> list[str]:
         return [*COMPOSE[0], "-p", project, "logs", "--no-color", "--tail", tail, *(["-f"] if follow else []), service]

@@ -4,7 +4,8 @@ Each crypt remote `hl-<name>-crypt:` is a plain folder `<root>/<name>` (no encry
 is what homelab asks for and does with the answers; the real program is tested in tests/backup/). Objects
 keep rclone's shapes: a symlink is `<name>.rclonelink` holding its target; sync moves what it replaces or
 deletes under --backup-dir; cryptcheck compares content. `fail[verb]` makes the next call of that verb
-return the given Result (and do nothing); every call is recorded in `calls` as (verb, args...).
+return the given Result (and do nothing); `stop_sync_after = N` makes the next sync die (signal 9) after
+writing N objects, as a sync killed midway; every call is recorded in `calls` as (verb, args...).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class FakeRclone:
         self.redactions: list[str] = []
         self.calls: list[tuple[object, ...]] = []
         self.fail: dict[str, Result] = {}
+        self.stop_sync_after: int | None = None
 
     # --- helpers for tests ---
     def folder(self, path: str) -> Path:
@@ -72,10 +74,13 @@ class FakeRclone:
         target, archive = self.folder(dst), self.folder(backup_dir)
         wanted = _objects(source, local=True)
         copied, written = [], 0
+        stop, self.stop_sync_after = self.stop_sync_after, None
         for name, (data, mtime) in sorted(wanted.items()):
             have = target / name
             if have.is_file() and have.stat().st_size == len(data) and have.stat().st_mtime_ns == mtime:
                 continue  # rclone's default: same size and mtime is the same file (crypt has no hash to compare)
+            if stop is not None and len(copied) >= stop:  # killed: nothing deleted, no folder made
+                return Result(False, -9, Stats(written, written, len(copied), len(wanted)), [], copied)
             if have.exists():
                 _move(have, archive / name)
             _write(have, data, mtime)
@@ -150,6 +155,13 @@ class FakeRclone:
         if recursive:
             return sorted(_objects(folder))
         return sorted(p.name for p in folder.iterdir() if p.is_file())
+
+    def list_objects(self, path: str) -> dict[str, tuple[int, int]]:
+        self.calls.append(("list_objects", path))
+        failed = self._failed("list_objects")
+        if failed:
+            raise RcloneError(f"rclone lsjson failed: {failed.errors}")
+        return {name: (len(data), mtime) for name, (data, mtime) in _objects(self.folder(path)).items()}
 
     def list_dirs(self, path: str) -> list[str]:
         self.calls.append(("list_dirs", path))

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from homelab import upgrade
+from homelab import upgrade_journal
 from homelab.cli import app
 from homelab.runtime import docker as docker_module
 from homelab.runtime import zfs as zfs_module
@@ -43,9 +43,9 @@ def test_list_and_rollback_by_hand(deployment: Deployment, monkeypatch: pytest.M
     back = _run(deployment, "rollback", "dev", "--timeout", "30")
     assert back.exit_code == 0, back.output
     assert "rollback: dev is back on the version before" in back.output
-    assert upgrade.list_records(deployment.out)[0].state == "rolled-back"
+    assert upgrade_journal.list_records(deployment.out)[0].state == "rolled-back"
     again = _run(deployment, "rollback", "dev")
-    assert again.exit_code == 2
+    assert again.exit_code == 5  # ExitCode.REFUSED
     assert "error: dev: no upgrade to roll back (homelab upgrade --list shows them)" in again.output
 
 
@@ -53,7 +53,7 @@ def test_rollback_of_a_stack_never_upgraded_is_refused(deployment: Deployment, m
     fake = FakeDocker()
     monkeypatch.setattr(docker_module, "Docker", lambda: fake)
     result = _run(deployment, "rollback", "media")
-    assert result.exit_code == 2 and "media: no upgrade to roll back" in result.output
+    assert result.exit_code == 5 and "media: no upgrade to roll back" in result.output
     assert fake.changes() == []
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homelab import apply, upgrade
+from homelab import apply, upgrade, upgrade_journal, upgrade_undo
 from homelab.layout import project_name
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
@@ -104,7 +104,7 @@ def test_the_stack_datasets_are_snapshotted_before_compose_touches_it(deployment
     assert len({s.partition("@")[2] for s in snap}) == 1 and snap[0].split("@")[1].startswith("homelab-upgrade-dev-")
     assert sorted(docker.snapshots_at_up[0]) == sorted(snap)  # taken before the first `up`
     assert any(f"gitea {OLD} -> " in line for line in said), said
-    (record,) = upgrade.list_records(deployment.out)
+    (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "upgraded" and record.changes[0].old == OLD
     assert not [c for c in zfs.changes() if c[0] == "rollback"]
 
@@ -116,7 +116,7 @@ def test_an_unchanged_image_takes_no_snapshot(deployment: Deployment) -> None:
     docker.hashes[DEV]["jenkins"] = "hash-jenkins-new"  # a config change, same image
     _up(deployment, docker, zfs)
     assert not [c for c in zfs.changes() if c[0] == "snapshot"]
-    assert len(upgrade.list_records(deployment.out)) == 1
+    assert len(upgrade_journal.list_records(deployment.out)) == 1
 
 
 def test_an_unhealthy_upgrade_is_rolled_back_data_and_compose(deployment: Deployment) -> None:
@@ -124,7 +124,7 @@ def test_an_unhealthy_upgrade_is_rolled_back_data_and_compose(deployment: Deploy
     new_image = deployment.plan.stacks["dev"].services["gitea"].image
     docker.bad.add(new_image)
     new_compose = (deployment.out / "dev" / "compose.yaml").read_bytes()
-    with pytest.raises(upgrade.RolledBack) as caught:
+    with pytest.raises(upgrade_journal.RolledBack) as caught:
         _up(deployment, docker, zfs)
     message = str(caught.value)
     assert "rolled back" in message and "gitea" in message
@@ -134,9 +134,9 @@ def test_an_unhealthy_upgrade_is_rolled_back_data_and_compose(deployment: Deploy
     assert (deployment.out / "dev" / "compose.yaml").read_bytes() == _previous_compose(deployment) != new_compose
     gitea = next(c for c in docker.running if c.service == "gitea")
     assert gitea.image == OLD and gitea.health == "healthy"
-    (record,) = upgrade.list_records(deployment.out)
+    (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "rolled-back"
-    assert (deployment.out / upgrade.RECORDS_DIR / record.folder_name / "gitea.log").is_file()
+    assert (deployment.out / upgrade_journal.RECORDS_DIR / record.folder_name / "gitea.log").is_file()
     # the next `up` may write compose.yaml again: the rolled-back file is still recorded as ours
     from homelab.ownership import is_ours
 
@@ -145,25 +145,25 @@ def test_an_unhealthy_upgrade_is_rolled_back_data_and_compose(deployment: Deploy
 
 def test_rollback_by_hand_returns_to_the_previous_version_while_the_snapshot_exists(deployment: Deployment) -> None:
     docker, zfs, datasets = _setup(deployment)
-    with pytest.raises(upgrade.UpgradeRefused, match="no upgrade to roll back"):
-        upgrade.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
+    with pytest.raises(upgrade_journal.UpgradeRefused, match="no upgrade to roll back"):
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
     _up(deployment, docker, zfs)
-    record = upgrade.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
+    record = upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
     assert record.state == "rolled-back"
     assert next(c for c in docker.running if c.service == "gitea").image == OLD
     assert len([c for c in zfs.changes() if c[0] == "rollback"]) == len(datasets)
-    with pytest.raises(upgrade.UpgradeRefused):  # nothing upgraded is left to undo
-        upgrade.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
+    with pytest.raises(upgrade_journal.UpgradeRefused):  # nothing upgraded is left to undo
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
 
 
 def test_a_vanished_snapshot_is_refused_before_anything_stops(deployment: Deployment) -> None:
     docker, zfs, datasets = _setup(deployment)
     _up(deployment, docker, zfs)
-    (record,) = upgrade.list_records(deployment.out)
+    (record,) = upgrade_journal.list_records(deployment.out)
     del zfs.local[f"{datasets[0]}@{record.snapshot}"]
     docker.calls.clear()
-    with pytest.raises(upgrade.UpgradeRefused, match="is gone"):
-        upgrade.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
+    with pytest.raises(upgrade_journal.UpgradeRefused, match="is gone"):
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
     assert docker.changes() == []
 
 
@@ -178,7 +178,7 @@ def test_retention_keeps_the_three_newest_upgrade_snapshots(deployment: Deployme
                 docker.running[i] = container(DEV, "gitea", image=OLD, config_hash="old")
     left = sorted(n.split("@")[1] for n in zfs.local if n.startswith(datasets[0] + "@"))
     assert left == [f"homelab-upgrade-dev-2026010{i}T000000Z" for i in (3, 4, 5)]
-    records = upgrade.list_records(deployment.out)
+    records = upgrade_journal.list_records(deployment.out)
     assert [r.snapshot is None for r in records] == [True, True, False, False, False]
 
 
@@ -188,12 +188,12 @@ def test_a_dataset_not_on_zfs_or_too_full_is_refused_before_anything_changes(dep
     zfs.local[datasets[0]]["referenced"] = str(5 << 20)
     del zfs.local[datasets[-1]]
     zfs.calls.clear()
-    with pytest.raises(upgrade.UpgradeRefused) as caught:
+    with pytest.raises(upgrade_journal.UpgradeRefused) as caught:
         _up(deployment, docker, zfs)
     message = str(caught.value)
     assert f"dataset {datasets[0]} has 10 MiB free" in message
     assert f"dataset {datasets[-1]} is not on ZFS" in message
-    assert "--no-snapshot" in message and caught.value.exit_code == 2
+    assert "--no-snapshot" in message and caught.value.exit_code == 5
     assert docker.changes() == [] and zfs.changes() == []
 
 
@@ -202,8 +202,8 @@ def test_no_snapshot_upgrades_without_a_way_back(deployment: Deployment) -> None
     del zfs.local[datasets[-1]]
     _up(deployment, docker, zfs, snapshot=False)
     assert not [c for c in zfs.changes() if c[0] == "snapshot"]
-    with pytest.raises(upgrade.UpgradeRefused, match="no snapshot"):
-        upgrade.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
+    with pytest.raises(upgrade_journal.UpgradeRefused, match="no snapshot"):
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
 
 
 def test_backup_retention_never_counts_an_upgrade_snapshot_as_its_own() -> None:
@@ -225,7 +225,7 @@ def test_a_failed_upgrade_after_an_interrupted_up_returns_to_the_running_images(
     guard = upgrade.guard_for(
         convergence, deployment.plan, deployment.out, docker, already_new, True, 30, lambda _m: None, zfs=zfs
     )
-    with pytest.raises(upgrade.RolledBack):
+    with pytest.raises(upgrade_journal.RolledBack):
         apply.apply(convergence, deployment.plan, docker, timeout=30, zfs=zfs, guard=guard)
     gitea = next(c for c in docker.running if c.service == "gitea")
     assert gitea.image == OLD and gitea.health == "healthy"
