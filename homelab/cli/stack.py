@@ -71,8 +71,7 @@ def up(
 
     began = time.monotonic()
     loaded, plan, out = _load(config, out, local)
-    if (docker := _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)) is None:
-        return  # engine: swarm did it
+    docker = _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)
     guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     stacks_dir = (out or default_out(loaded)).resolve()
     previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run)
@@ -138,11 +137,15 @@ def _engine_for_up(
     timeout: int,
     force: bool,
     ctx: typer.Context,
-) -> Docker | None:
-    """The checked engine for compose; None when `up` ran on Swarm (engine: swarm, homelab/cli/swarm.py)."""
+) -> Docker:
+    """The checked engine for compose; with engine: swarm, `up` runs on Swarm here (homelab/cli/swarm.py)
+    and the command ends."""
     from homelab.cli.swarm import engine_up
 
-    return engine_up(loaded, stacks, out, dry_run, timeout, force, _progress(ctx), _print_convergence)
+    docker = engine_up(loaded, stacks, out, dry_run, timeout, force, _progress(ctx), _print_convergence)
+    if docker is None:
+        raise typer.Exit(0)
+    return docker
 
 
 def _pull_local(plan: Plan, stacks: list[str], docker: Docker, out: Path) -> None:
