@@ -10,14 +10,14 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
-
-from cryptography import x509
-from cryptography.x509.oid import NameOID
+from typing import TYPE_CHECKING, Literal
 
 from homelab.errors import HomelabError
 from homelab.host import acme_json_path
 from homelab.plan import Plan
+
+if TYPE_CHECKING:  # imported where a certificate is read: render and plan import this module (~20 ms)
+    from cryptography import x509
 
 # The ACME directories (and account URLs) of Let's Encrypt: everything else is a test or other CA.
 LETSENCRYPT_HOST = "acme-v02.api.letsencrypt.org"
@@ -84,6 +84,8 @@ LE_INTERMEDIATES = {"r3", "r10", "r11", "r12", "r13", "r14", "e5", "e6", "e7", "
 def parse_certificate(pem: bytes, source: str, challenge: str, ca_url: str = "") -> Issued:
     """The leaf (first PEM block) of `pem`. The CA is taken from the ACME URL the store was issued
     through when known, else from the issuer's name."""
+    from cryptography import x509
+
     try:
         cert = x509.load_pem_x509_certificate(pem)
     except ValueError as exc:
@@ -108,6 +110,8 @@ def parse_certificate(pem: bytes, source: str, challenge: str, ca_url: str = "")
 
 
 def _name(name: x509.Name) -> str:
+    from cryptography.x509.oid import NameOID
+
     for oid in (NameOID.COMMON_NAME, NameOID.ORGANIZATION_NAME):
         values = name.get_attributes_for_oid(oid)
         if values:

@@ -5,6 +5,12 @@ values once walked, and `loop: &l [*l]` never ends. The composer here refuses bo
 it counts every value the document would have once aliases are expanded (each alias adds its target's
 expanded size, memoised per node, so the count itself is cheap) and refuses an alias to a node still
 being composed. Nesting depth is bounded too (the composer recurses).
+
+The events come from libyaml's C parser when PyYAML has it (the pure-Python scanner and parser were most
+of the time `homelab validate` spent in YAML): only composing, with the bounds above, stays in Python.
+libyaml words its syntax errors differently, so a file it refuses is parsed again by the pure-Python
+parser, whose messages (and context marks, see _CAUSES) are the ones users see: what is accepted and
+every message is PyYAML's, libyaml only makes the accepted files fast.
 """
 
 from __future__ import annotations
@@ -14,9 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.composer import ComposerError
+from yaml.composer import Composer, ComposerError
+from yaml.constructor import SafeConstructor
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from homelab.errors import ConfigError
+
+CParser: Any
+try:
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
+except ImportError:  # PyYAML built without libyaml: the pure-Python parser does all the work
+    CParser = None
 
 MAX_BYTES = 256 * 1024
 # the example has about 200 values; a generous home server a few thousand
@@ -24,11 +41,12 @@ MAX_VALUES = 20_000
 MAX_DEPTH = 64
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader whose composer refuses alias cycles, expansion past MAX_VALUES and deep nesting."""
+class _BoundedComposer(Composer):
+    """Composer that refuses alias cycles, expansion past MAX_VALUES and deep nesting. Its events come
+    from whichever parser the loader class below puts after it."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+    def __init__(self) -> None:
+        super().__init__()
         self._open_anchors: list[str] = []
         self._expanded: dict[int, int] = {}
         self._values = 0
@@ -51,7 +69,7 @@ class _BoundedLoader(yaml.SafeLoader):
             raise ComposerError(None, None, f"{what} more than {MAX_VALUES} values (the limit for homelab.yaml)", mark)
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        event: yaml.Event = self.peek_event()  # type: ignore[attr-defined]
         mark: Any = event.start_mark
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open_anchors:
@@ -71,6 +89,36 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._open_anchors.pop()
+
+
+class _PyLoader(Reader, Scanner, Parser, _BoundedComposer, SafeConstructor, Resolver):
+    """The pure-Python parser: PyYAML's messages for every file libyaml refuses."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _BoundedComposer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
+if CParser is not None:
+
+    class _CLoader(_BoundedComposer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        """libyaml's events, composed here (before CParser in the MRO, so its own unbounded C composer
+        is never used)."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            _BoundedComposer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+
+# what libyaml reports for a file it cannot read or parse; composing and constructing are Python code
+# either way and raise the same errors from both loaders
+_SYNTAX_ERRORS = (yaml.reader.ReaderError, yaml.scanner.ScannerError, yaml.parser.ParserError)
 
 
 def _line_at(text: str, index: int) -> int:
@@ -131,10 +179,23 @@ def read(path: Path, name: str, missing: str) -> str:
 def compose(text: str, name: str, inspect: Callable[[yaml.Node], None]) -> tuple[yaml.Node | None, Any]:
     """The node tree (for line numbers) and the plain data built from that same tree. `inspect` sees the
     tree before construction: building the data applies merge keys (`<<: *base`) to the nodes in place."""
+    if CParser is not None:
+        try:
+            return _compose_with(_CLoader, text, inspect)
+        except _SYNTAX_ERRORS:
+            pass  # in libyaml's words: parsed again below for PyYAML's message and mark
+        except yaml.YAMLError as exc:
+            raise _yaml_problem(exc, text, name) from None
     try:
-        loader = _BoundedLoader(text)  # the reader checks every character here
+        return _compose_with(_PyLoader, text, inspect)
     except yaml.YAMLError as exc:
         raise _yaml_problem(exc, text, name) from None
+
+
+def _compose_with(
+    loader_class: type[_BoundedComposer], text: str, inspect: Callable[[yaml.Node], None]
+) -> tuple[yaml.Node | None, Any]:
+    loader: Any = loader_class(text)  # type: ignore[call-arg]  # both readers check every character here
     try:
         node = loader.get_single_node()
         if node is None:
@@ -142,7 +203,5 @@ def compose(text: str, name: str, inspect: Callable[[yaml.Node], None]) -> tuple
         inspect(node)
         # built from the composed tree: shared (aliased) values are built once, not re-expanded
         return node, loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        raise _yaml_problem(exc, text, name) from None
     finally:
         loader.dispose()

@@ -5,6 +5,7 @@ rules' do."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -162,19 +163,32 @@ def _network(c: Catalog) -> list[Panel]:
     ]
 
 
-def _graphite_target(ref_id: str, target: str) -> Any:
+@functools.cache
+def _graphite_classes() -> tuple[Any, Any]:
+    """The Graphite query and its builder, made once (two classes per target cost ~6 ms of each render)."""
     from grafana_foundation_sdk.cog import variants
     from grafana_foundation_sdk.cog.builder import Builder
 
     class GraphiteQuery(variants.Dataquery):
+        def __init__(self, ref_id: str, target: str) -> None:
+            self.ref_id, self.target = ref_id, target
+
         def to_json(self) -> dict[str, str]:
-            return {"refId": ref_id, "target": target}
+            return {"refId": self.ref_id, "target": self.target}
 
     class GraphiteTarget(Builder[GraphiteQuery]):
-        def build(self) -> GraphiteQuery:
-            return GraphiteQuery()
+        def __init__(self, query: GraphiteQuery) -> None:
+            self.query = query
 
-    return GraphiteTarget()
+        def build(self) -> GraphiteQuery:
+            return self.query
+
+    return GraphiteQuery, GraphiteTarget
+
+
+def _graphite_target(ref_id: str, target: str) -> Any:
+    query, builder = _graphite_classes()
+    return builder(query(ref_id, target))
 
 
 def _build_panel(spec: Panel) -> Any:

@@ -16,18 +16,35 @@ _NEEDS_QUOTES = re.compile(
 )
 
 
-class _Dumper(SafeDumper):  # libyaml's emitter when present
-    pass
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _str(value: str) -> yaml.ScalarNode:
     if "\n" in value:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    style = '"' if _NEEDS_QUOTES.match(value) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+        return yaml.ScalarNode("tag:yaml.org,2002:str", value, style="|")
+    return yaml.ScalarNode("tag:yaml.org,2002:str", value, style='"' if _NEEDS_QUOTES.match(value) else None)
 
 
-_Dumper.add_representer(str, _str)
+class _Dumper(SafeDumper):  # libyaml's emitter when present
+    """The plain data renderers produce (dicts, lists, strings), represented without PyYAML's generic
+    per-value dispatch (half of the time `render` spent writing YAML); the same nodes, so the same bytes:
+    block style (dump's default_flow_style=False), keys in insertion order (sort_keys=False), and a dict
+    or list that appears twice still becomes an anchor and an alias. Other values go the generic way."""
+
+    def represent_data(self, data: Any) -> yaml.Node:
+        kind = type(data)
+        if kind is str:
+            return _str(data)
+        if kind is not dict and kind is not list:
+            return super().represent_data(data)
+        node = self.represented_objects.get(id(data))
+        if node is not None:
+            return node
+        self.object_keeper.append(data)  # keeps id(data) unique while this document is represented
+        if kind is dict:
+            node = self.represented_objects[id(data)] = yaml.MappingNode("tag:yaml.org,2002:map", [], flow_style=False)
+            node.value = [(self.represent_data(k), self.represent_data(v)) for k, v in data.items()]
+        else:
+            node = self.represented_objects[id(data)] = yaml.SequenceNode("tag:yaml.org,2002:seq", [], flow_style=False)
+            node.value = [self.represent_data(item) for item in data]
+        return node
 
 
 def dump(data: Any, header: str | None = None) -> str:

@@ -31,7 +31,7 @@ import yaml
 from homelab.config.loader import load
 from homelab.plan import Plan, build_plan
 from homelab.render import edge_nginx
-from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, write_secret
+from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, REPO, write_secret
 from tests.contract.edge_contract import CLOUD
 from tests.contract.edge_support import (
     Edge,
@@ -157,9 +157,13 @@ def test_real_certbot_against_pebble_placeholders_issue_reload_and_renewal(
     out = tmp_path / "certbot.out"
 
     with scratch_folder() as scratch:
-        # the challenge files certbot writes must be readable by the unprivileged workers
+        # the challenge files certbot writes must be readable by the unprivileged workers: the folder as
+        # `storage apply` makes the webroot dataset (0750, owner and group from the catalog), not a friendlier one
         webroot = scratch / "webroot"
-        webroot.mkdir(mode=0o755)
+        webroot.mkdir(mode=0o750)
+        owner = yaml.safe_load((REPO / "compose" / "edge-nginx.yaml").read_text())["datasets"]["webroot"]
+        if os.geteuid() == 0:
+            os.chown(webroot, owner["uid"], owner["gid"])
         monkeypatch.setattr(edge_nginx, "WEBROOT", str(webroot))
         wrapper = CERTBOT_WRAPPER.format(
             ready=ready, force=force, api_cert=tmp_path / "pebble" / "pebble.pem", certbot=certbot, le=le, work=tmp_path

@@ -11,6 +11,9 @@ What is real and what is a stand-in:
   STAND-IN generated from its image's facts (homelab/images/facts/*.yaml): only the programs the real
   image has (busybox applets or links to images/faithful/standin), its user, its entrypoint files, and an
   httpd that answers only the health path the real app serves (see faithful_image).
+- the NGINX edge (built by tests that bring it up, not here): REAL NGINX in an image of the very files
+  Debian's packages installed on this bookworm host (the ones the rendered Dockerfile's apt-get names),
+  and the REAL certbot (Debian's) in an image with certbot/certbot:v3.0.1's entrypoint contract.
 - the old all-programs stand-in (images/app/standin: curl, pg_isready, redis-cli... in every image) is
   still built, as `app`: the never-healthy SICK image and the proof that it hid the RStudio defect.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -254,3 +258,123 @@ def remove_all() -> None:
     tags = [t for t in out.split() if t.startswith(f"{PREFIX}/")]
     if tags:
         docker("rmi", "-f", *tags, check=False)
+
+
+# --- images made of Debian packages (the NGINX edge) ---------------------------------------------
+# This machine runs Debian bookworm, the release the edge's Dockerfile starts FROM: an image of the
+# very files `dpkg` installed here is what `apt-get install` in that Dockerfile puts into the image.
+MERGED_USR = ("bin", "sbin", "lib", "lib64")  # links into usr/ in bookworm images, as on this host
+
+
+def debian_closure(packages: tuple[str, ...]) -> list[str]:
+    """The packages and everything they (pre-)depend on, as installed here: for alternatives
+    ("a | b") the first one installed or provided by an installed package, as apt would have kept it."""
+    table = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Package}\t${Status}\t${Provides}\t${Pre-Depends}, ${Depends}\n"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    depends: dict[str, str] = {}
+    provider: dict[str, str] = {}
+    for name, status, provides, fields in (line.split("\t") for line in table.splitlines()):
+        if status.endswith(" installed"):
+            depends[name] = fields
+            provider[name] = name
+            for virtual in provides.split(","):
+                provider.setdefault(virtual.split("(")[0].strip(), name)
+    seen: set[str] = set()
+    todo = list(packages)
+    while todo:
+        package = todo.pop()
+        if package in seen:
+            continue
+        seen.add(package)
+        for group in depends[package].split(","):
+            names = [alt.split("(")[0].strip().split(":")[0] for alt in group.split("|")]
+            chosen = next((provider[name] for name in names if name in provider), None)
+            if chosen:
+                todo.append(chosen)
+    return sorted(seen)
+
+
+def _usr_merged(path: str) -> str:
+    """A path as a merged-/usr image has it (dpkg still lists /bin/dash, /lib/...)."""
+    top = path.lstrip("/").split("/", 1)[0]
+    return f"usr/{path.lstrip('/')}" if top in MERGED_USR else path.lstrip("/")
+
+
+def add_debian_packages(root: Rootfs, packages: tuple[str, ...]) -> set[str]:
+    """Every file of `packages` and their dependencies (dpkg -L) at its path, with its mode, on a
+    merged-/usr layout; /etc/passwd and /etc/group as base-passwd writes them on first install.
+    Returns the paths added."""
+    for top in MERGED_USR:
+        root.link(top, f"usr/{top}")
+    closure = debian_closure((*packages, "base-passwd"))
+    listed = subprocess.run(["dpkg", "-L", *closure], capture_output=True, text=True, check=True).stdout
+    added = set()
+    for path in sorted(set(listed.splitlines())):
+        if not path.startswith("/") or path == "/." or path.startswith(("/usr/share/doc/", "/usr/share/man/")):
+            continue
+        name, source = _usr_merged(path), Path(path)
+        if path.strip("/") in MERGED_USR or not (source.is_symlink() or source.exists()):
+            continue  # the merged-/usr links themselves; a file dpkg-divert moved away
+        added.add(name)
+        if source.is_symlink():
+            root.link(name, str(source.readlink()))
+        elif source.is_dir():
+            root.dir(name, source.stat().st_mode & 0o7777)
+        else:
+            root.file(name, source, mode=source.stat().st_mode & 0o7777)
+    root.file("etc/passwd", "/usr/share/base-passwd/passwd.master", mode=0o644)
+    root.file("etc/group", "/usr/share/base-passwd/group.master", mode=0o644)
+    for name in ("tmp", "var/tmp"):
+        root.dir(name, 0o1777)
+    root.dir("run")
+    return added
+
+
+# debian:bookworm-slim's own programs that the edge container's run.sh and healthcheck use (sh,
+# getent, awk, sed, sort, tr, cat, mv, sleep); the Dockerfile installs the rest
+BOOKWORM_SLIM = ("dash", "coreutils", "sed", "mawk", "libc-bin", "grep")
+
+
+def nginx_edge_image(workdir: Path, dockerfile: str, tag: str = f"{PREFIX}/nginx:run") -> str:
+    """The NGINX edge image as its rendered Dockerfile builds it (edge/nginx/Dockerfile): bookworm,
+    the packages its `apt-get install` names, its RUN's log links, its CMD."""
+    installed = re.search(r"apt-get install -y --no-install-recommends ([^\\&]+)", dockerfile)
+    assert installed is not None and "FROM debian:bookworm-slim" in dockerfile, dockerfile
+    root = Rootfs(workdir / "nginx-edge.tar")
+    add_debian_packages(root, (*BOOKWORM_SLIM, *installed.group(1).split()))
+    root.link("usr/bin/awk", "/etc/alternatives/awk")  # update-alternatives, as mawk's postinst runs it
+    root.link("etc/alternatives/awk", "/usr/bin/mawk")
+    root.link("var/log/nginx/access.log", "/dev/stdout")
+    root.link("var/log/nginx/error.log", "/dev/stderr")
+    return root.import_as(tag, f"ENV PATH={IMAGE_PATH}", 'CMD ["nginx", "-g", "daemon off;"]')
+
+
+# certbot/certbot:v3.0.1 (tools/docker/Dockerfile): python:3.12-alpine3.18 with `apk add openssl
+# ca-certificates ...`, certbot pip-installed (/usr/local/bin/certbot), ENTRYPOINT ["certbot"],
+# WORKDIR /opt/certbot; alpine's userland is busybox. Here: the REAL certbot (Debian's package, with
+# the Python and libraries it runs on) and Debian's openssl, busybox for every other program, and
+# Pebble's API certificate trusted (requests reads REQUESTS_CA_BUNDLE) as the traefik image trusts it.
+# The image's VOLUMEs are left out: the edge bind-mounts /etc/letsencrypt, and an anonymous volume for
+# /var/lib/letsencrypt would outlive the test's containers.
+def certbot_image(workdir: Path, pebble_cert: Path, tag: str = f"{PREFIX}/certbot:run") -> str:
+    root = Rootfs(workdir / "certbot.tar")
+    debian = add_debian_packages(root, ("certbot", "openssl"))
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    root.file("usr/local/lib/busybox", busybox)
+    for applet in sorted(_applets() - {"busybox"}):
+        if f"usr/bin/{applet}" not in debian:
+            root.link(f"usr/bin/{applet}", "/usr/local/lib/busybox")
+    root.link("usr/local/bin/certbot", "/usr/bin/certbot")
+    root.dir("opt/certbot")
+    root.dir("var/log")
+    root.file("etc/ssl/pebble.pem", pebble_cert, mode=0o644)
+    return root.import_as(
+        tag,
+        f"ENV PATH={IMAGE_PATH} REQUESTS_CA_BUNDLE=/etc/ssl/pebble.pem",
+        'ENTRYPOINT ["certbot"]',
+        "WORKDIR /opt/certbot",
+    )

@@ -33,20 +33,20 @@ def _laughs(levels: int) -> str:
     return BASE + "\n".join(lines) + "\n"
 
 
-class _CountingLoader(yamlsafe._BoundedLoader):
-    composed = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
-        type(self).composed += 1
-        return super().compose_node(parent, index)
-
-
 def test_an_alias_bomb_is_refused_after_composing_each_written_value_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 9**60 values if expanded. The work done is counted, not timed: every value written in the file
     # is composed once (about 10 per line), so the loader stops long before any expansion.
-    monkeypatch.setattr(yamlsafe, "_BoundedLoader", _CountingLoader)
+    composed = 0
+    compose_node = yamlsafe._BoundedComposer.compose_node
+
+    def counting(self: yamlsafe._BoundedComposer, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        nonlocal composed
+        composed += 1
+        return compose_node(self, parent, index)
+
+    monkeypatch.setattr(yamlsafe._BoundedComposer, "compose_node", counting)
     tracemalloc.start()
     try:
         problems = _problems(tmp_path, _laughs(60))
@@ -56,7 +56,7 @@ def test_an_alias_bomb_is_refused_after_composing_each_written_value_once(
     assert problems == [
         "L12: invalid YAML: alias *l3 expands the document to more than 20000 values (the limit for homelab.yaml)"
     ]
-    assert _CountingLoader.composed < 200
+    assert composed < 200
     assert peak < 64 * 1024 * 1024  # generous: an expansion would need terabytes
 
 
@@ -138,4 +138,41 @@ def test_a_byte_that_is_not_utf8_is_reported_at_its_line(tmp_path: Path) -> None
 def test_a_nul_byte_is_reported_at_its_line(tmp_path: Path) -> None:
     assert _problems(tmp_path, BASE + "edge:\n  kind: tra\0efik\n") == [
         "L9: invalid YAML: unacceptable character #x0000"
+    ]
+
+
+def _compose(text: str) -> tuple[yaml.Node | None, object]:
+    return yamlsafe.compose(text, "homelab.yaml", lambda node: None)
+
+
+def test_libyaml_parses_the_files_it_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the speed of `homelab validate` rests on libyaml (PyYAML wheels bundle it)
+    assert yaml.__with_libyaml__ and yamlsafe.CParser is not None
+    text = (Path(__file__).parents[2] / "examples" / "homelab.yaml").read_text()
+    node, data = _compose(text)
+    assert node is not None
+    monkeypatch.setattr(yamlsafe, "CParser", None)  # the pure-Python parser alone
+    python_node, python_data = _compose(text)
+    assert data == python_data
+    assert _marks(node) == _marks(python_node)  # the lines errors are reported at
+
+
+def _marks(node: yaml.Node | None) -> list[tuple[int, int]]:
+    assert node is not None
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = node.value
+    return [(node.start_mark.line, node.start_mark.column)] + [m for child in children for m in _marks(child)]
+
+
+def test_what_libyaml_refuses_is_decided_and_worded_by_pyyaml() -> None:
+    # libyaml refuses a YAML 1.3 directive that PyYAML accepts: PyYAML's answer is the one given
+    assert _compose("%YAML 1.3\n---\na: 1\n")[1] == {"a": 1}
+    # and its wording: libyaml would say "did not find expected key"
+    with pytest.raises(ConfigError) as caught:
+        _compose("a:\n  b: 1\n c: 2\n")
+    assert caught.value.problems == [
+        "homelab.yaml:3: invalid YAML: parsing a block mapping: expected <block end>, but found '<block mapping start>'"
     ]
