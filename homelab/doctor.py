@@ -18,6 +18,7 @@ from homelab.memory import ArcPlan, host_budget, plan_arc
 from homelab.plan import Plan
 from homelab.runtime.docker import Docker, Engine
 from homelab.runtime.ipmi import BmcReader
+from homelab.runtime.swarm import Swarm
 from homelab.runtime.zfs import ZFS, Zfs, ZfsCli
 
 Level = Literal["ok", "warn", "fail"]
@@ -37,12 +38,18 @@ def run_checks(
     *,
     docker: Engine | None = None,
     zfs: Zfs | None = None,
+    swarm: Swarm | None = None,
 ) -> list[Check]:
     from homelab.certs import preflight, status  # they build on this module's Check
 
     checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
     checks += [*_zfs(plan, zfs or ZfsCli()), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
     checks += preflight.run(plan, preflight.Probe())
+    if plan.config.engine == "swarm":
+        from homelab.runtime.swarm import SwarmCli
+        from homelab.swarm.state import checks as swarm_checks
+
+        checks += swarm_checks(plan, swarm or SwarmCli())
     return [*checks, *status.held_checks(plan), *memory_checks(host_budget(plan), plan_arc)]
 
 

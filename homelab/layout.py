@@ -15,6 +15,7 @@ CONFIG_ENV = "HOMELAB_CONFIG"  # environment variable overriding the default con
 STACKS_DIR = "stacks"  # default output folder, next to homelab.yaml
 SECRETS_DIR = "secrets"  # sibling of the stack folders, so compose files reference ../secrets/NAME
 COMPOSE_FILE = "compose.yaml"  # one per stack folder
+STACK_FILE = "stack.yaml"  # one per stack folder instead, with engine: swarm (docker stack deploy)
 
 PROJECT_PREFIX = "homelab-"  # every Compose project (and the proxy network) homelab owns starts with it
 EDGE_STACK = "edge"  # the stack that publishes 80/443 and owns the proxy network

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import os
 import shutil
 import sys
@@ -21,6 +22,14 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "homelab.yaml"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 VENV_BIN = Path(sys.executable).parent
+sys.path.insert(0, str(REPO / "tests" / "docker"))  # dockerlab, standins: for tests/docker and tests/swarm
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The docker fixtures (tests/docker/dockerlab.py: the engine lock, Pebble, the built images) are
+    # session-wide for tests/docker and tests/swarm alike: registered once here, so a session running both
+    # takes the engine lock once and builds the images once.
+    config.pluginmanager.register(importlib.import_module("dockerlab"), "dockerlab")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -75,3 +76,11 @@ def print_checks(checks: list[Check]) -> int:
     failed = sum(c.level == "fail" for c in checks)
     typer.echo(f"{failed} failed" if failed else "all checks passed")
     return 1 if failed else 0
+
+
+def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    """Columns padded to their widest cell, two spaces apart."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -19,7 +19,7 @@ from homelab.cli.options import (
     StacksArgument,
     quiet,
 )
-from homelab.cli.report import emit_json
+from homelab.cli.report import emit_json, print_table
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
     from pathlib import Path
@@ -71,7 +71,7 @@ def up(
 
     began = time.monotonic()
     loaded, plan, out = _load(config, out, local)
-    docker = _engine()
+    docker = _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)
     guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     stacks_dir = (out or default_out(loaded)).resolve()
     previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run)
@@ -126,6 +126,25 @@ def _engine() -> Docker:
 
     docker = Docker()
     docker.check()
+    return docker
+
+
+def _engine_for_up(
+    loaded: LoadedConfig,
+    stacks: list[str] | None,
+    out: Path | None,
+    dry_run: bool,
+    timeout: int,
+    force: bool,
+    ctx: typer.Context,
+) -> Docker:
+    """The checked engine for compose; with engine: swarm, `up` runs on Swarm here (homelab/cli/swarm.py)
+    and the command ends."""
+    from homelab.cli.swarm import engine_up
+
+    docker = engine_up(loaded, stacks, out, dry_run, timeout, force, _progress(ctx), _print_convergence)
+    if docker is None:
+        raise typer.Exit(0)
     return docker
 
 
@@ -187,6 +206,11 @@ def down(
 
     loaded, local_plan, out = _load(config, out, local)
     plan = local_plan or build_plan(loaded)
+    if loaded.config.engine == "swarm":
+        from homelab.cli import swarm
+
+        swarm.down(plan, (out or default_out(loaded)).resolve(), stacks or [], _progress(ctx))
+        return
     selected = apply.select_stacks(plan, stacks or [])
     docker = _engine()
     done = apply.down(plan, (out or default_out(loaded)).resolve(), docker, selected, progress=_progress(ctx))
@@ -207,16 +231,22 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
 
     loaded = load(config)
     plan = build_plan(loaded)
-    docker = Docker()
-    docker.check()
-    rows = service_status.status(plan, docker)
-    drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
+    if loaded.config.engine == "swarm":  # no drift: Swarm itself puts back what differs from the spec
+        from homelab.cli.swarm import manager
+        from homelab.swarm.state import status as swarm_status
+
+        rows, drifts = swarm_status(plan, manager()), []
+    else:
+        docker = Docker()
+        docker.check()
+        rows = service_status.status(plan, docker)
+        drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
     bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
     if as_json:
         emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
         raise typer.Exit(1 if bad else 0)
     header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE", "MEMORY", "RESTARTS")
-    table = [header] + [
+    cells = [
         (
             f"{r.stack}/{r.service}",
             r.state,
@@ -230,9 +260,7 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
         )
         for r in rows
     ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print_table(header, cells)
     for found in drifts:
         typer.echo(drift.describe(found))
     raise typer.Exit(1 if bad else 0)
@@ -260,6 +288,10 @@ def logs(
     if stack is None:
         known = ", ".join(n for s in plan.stacks.values() for n in s.services)
         raise ConfigError([f"unknown service {service!r} (services: {known})"])
+    if loaded.config.engine == "swarm":
+        from homelab.cli import swarm
+
+        swarm.logs(stack.name, service, follow=follow, tail=tail)
     docker = Docker()
     docker.check()
     directory = (out or default_out(loaded)).resolve() / stack.name

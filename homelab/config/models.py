@@ -1,7 +1,6 @@
 """The one config model. Every key a user can write in homelab.yaml is declared here, with its doc.
 
-The config reference (docs/config-reference.md) is generated from these models, so a field's
-description is user documentation.
+The config reference (docs/config-reference.md) is generated from them: a field's description is user documentation.
 """
 
 from __future__ import annotations
@@ -122,6 +121,7 @@ class Edge(Model):
         "172.30.250.0/24", description="Subnet of the shared proxy network (apps trust proxies from it)."
     )
     hsts_seconds: int = Field(63072000, ge=0, description="Strict-Transport-Security max-age.")
+    encrypt_overlay: bool = Field(False, description="engine: swarm: IPsec on the proxy overlay (docs/swarm.md).")
 
 
 DdnsProvider = Literal["dyndns2", "cloudflare", "namecheap", "duckdns"]
@@ -363,6 +363,7 @@ class Certs(Model):
 
 class Config(Model):
     version: Literal[1] = Field(description="Config format version; 1.")
+    engine: Literal["compose", "swarm"] = Field("compose", description="compose, or swarm: see docs/swarm.md.")
     server: Server = Field(description="The box itself.")
     domain: Domain = Field(description="Public names and certificates.")
     edge: Edge = Field(default_factory=Edge, description="The TLS reverse proxy.")

@@ -27,11 +27,13 @@ class Rendering:
 def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
     """Every file for every stack. `secret_values` holds the user-provided secrets that must be
     embedded in secret config files (ddclient.conf, collectd's IPMI block)."""
-    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring
+    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring, swarm
 
     rendering = Rendering()
+    swarm_engine = plan.config.engine == "swarm"
     for stack in plan.stacks.values():
-        rendering.add(f"{stack.name}/{COMPOSE_FILE}", compose.render_stack(plan, stack))
+        if not swarm_engine:
+            rendering.add(f"{stack.name}/{COMPOSE_FILE}", compose.render_stack(plan, stack))
     if plan.config.edge.kind == "traefik":
         edge_traefik.render(plan, rendering)
     else:
@@ -41,4 +43,6 @@ def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
         ddclient.render(plan, rendering, secret_values)
     if plan.config.monitoring.enabled:
         monitoring.render(plan, rendering, secret_values)
+    if swarm_engine:  # last: the stack files name each config by its content
+        swarm.render(plan, rendering)
     return rendering

@@ -1,3 +1,2 @@
-"""Fixtures of the docker tests (the helpers live in dockerlab.py, the images in standins.py)."""
-
-from dockerlab import engine, images, pebble, world  # noqa: F401 - session fixtures
+"""The docker tests' fixtures (engine, pebble, images, world) live in dockerlab.py, registered for the whole
+session by tests/conftest.py (tests/swarm uses the same ones); the images are built in standins.py."""

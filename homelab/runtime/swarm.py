@@ -1,0 +1,226 @@
+"""The Docker Swarm driver: every `docker stack|service|node|secret|config` call homelab makes (engine: swarm).
+
+Each homelab stack is one Swarm stack (namespace `homelab-<stack>`), deployed from files in its stack
+folder. What runs is read from the manager (`service inspect`, `inspect --type task`, `node inspect`),
+never remembered.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from homelab.runtime import process
+
+NAMESPACE_LABEL = "com.docker.stack.namespace"
+SPEC_LABEL = "homelab.spec"  # digest of what homelab deployed, on the service and its tasks (homelab/swarm/)
+
+
+@dataclass(frozen=True)
+class SwarmState:
+    local: str  # inactive | pending | active | error | locked
+    manager: bool  # this engine can answer the Swarm API
+    node_id: str
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    hostname: str
+    role: str  # manager | worker
+    state: str  # ready | down | unknown
+    availability: str  # active | pause | drain
+    address: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_inspect(cls, data: dict[str, Any]) -> Node:
+        spec, status = data.get("Spec") or {}, data.get("Status") or {}
+        return cls(
+            id=data["ID"],
+            hostname=(data.get("Description") or {}).get("Hostname", ""),
+            role=spec.get("Role", ""),
+            state=status.get("State", ""),
+            availability=spec.get("Availability", ""),
+            address=status.get("Addr", ""),
+            labels=dict(spec.get("Labels") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Service:
+    id: str
+    name: str  # <namespace>_<service>
+    namespace: str
+    version: int  # the spec's version: changes on every update
+    spec_digest: str  # SPEC_LABEL, "" when homelab did not deploy it
+    image: str
+    replicas: int  # desired (1 for replicated homelab services)
+    update_state: str  # "" | updating | paused | completed | rollback_started | rollback_paused | rollback_completed
+    update_message: str
+    updated_at: str
+    secrets: tuple[str, ...] = ()  # Swarm secrets and configs its spec and previous spec (rollback) use
+    configs: tuple[str, ...] = ()
+
+    @classmethod
+    def from_inspect(cls, data: dict[str, Any]) -> Service:
+        spec = data.get("Spec") or {}
+        container = (spec.get("TaskTemplate") or {}).get("ContainerSpec") or {}
+        labels = spec.get("Labels") or {}
+        update = data.get("UpdateStatus") or {}
+        mode = spec.get("Mode") or {}
+        return cls(
+            id=data["ID"],
+            name=spec.get("Name", ""),
+            namespace=labels.get(NAMESPACE_LABEL, ""),
+            version=int((data.get("Version") or {}).get("Index", 0)),
+            spec_digest=labels.get(SPEC_LABEL, ""),
+            image=container.get("Image", "").split("@")[0],
+            replicas=int((mode.get("Replicated") or {}).get("Replicas", 1)),
+            update_state=update.get("State", ""),
+            update_message=update.get("Message", ""),
+            updated_at=data.get("UpdatedAt", ""),
+            secrets=_names(data, "Secrets", "SecretName"),
+            configs=_names(data, "Configs", "ConfigName"),
+        )
+
+    @property
+    def service(self) -> str:
+        return self.name.removeprefix(f"{self.namespace}_")
+
+
+def _names(data: dict[str, Any], key: str, field: str) -> tuple[str, ...]:
+    """Names of the secrets or configs a service's spec uses, and its previous spec: a rollback needs them."""
+    names = []
+    for spec in (data.get("Spec") or {}, data.get("PreviousSpec") or {}):
+        container = (spec.get("TaskTemplate") or {}).get("ContainerSpec") or {}
+        names += [ref[field] for ref in container.get(key) or []]
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    service_id: str
+    node_id: str
+    desired: str  # running | shutdown | ...
+    state: str  # new | pending | assigned | ... | starting | running | failed | rejected | shutdown
+    message: str
+    error: str
+    updated_at: str
+    spec_digest: str  # SPEC_LABEL of the task's container: which deployed spec it runs
+
+    @classmethod
+    def from_inspect(cls, data: dict[str, Any]) -> Task:
+        status = data.get("Status") or {}
+        return cls(
+            id=data["ID"],
+            service_id=data.get("ServiceID", ""),
+            node_id=data.get("NodeID", ""),
+            desired=data.get("DesiredState", ""),
+            state=status.get("State", ""),
+            message=status.get("Message", ""),
+            error=status.get("Err", ""),
+            updated_at=data.get("UpdatedAt", ""),
+            spec_digest=(((data.get("Spec") or {}).get("ContainerSpec") or {}).get("Labels") or {}).get(SPEC_LABEL, ""),
+        )
+
+
+class Swarm(Protocol):
+    def state(self) -> SwarmState: ...
+    def nodes(self) -> list[Node]: ...
+    def label_node(self, node: str, labels: Mapping[str, str]) -> None: ...
+    def services(self, namespaces: Iterable[str] | None = None) -> list[Service]: ...
+    def tasks(self, service_ids: Sequence[str]) -> list[Task]: ...
+    def deploy(self, namespace: str, files: Sequence[Path], env: Mapping[str, str]) -> None: ...
+    def remove_services(self, names: Sequence[str]) -> None: ...
+    def remove_stack(self, namespace: str) -> None: ...
+    def leftovers(self, namespace: str) -> list[str]: ...
+    def objects(self, kind: str, namespace: str) -> list[str]: ...
+    def remove_objects(self, kind: str, names: Sequence[str]) -> None: ...
+    def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]: ...
+
+
+class SwarmCli:
+    """The real thing: the `docker` CLI against this engine (a manager of the swarm)."""
+
+    def __init__(self, docker: str = "docker") -> None:
+        self.docker = docker
+
+    def _run(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return process.run([self.docker, *args], check=check, timeout=timeout)
+
+    def state(self) -> SwarmState:
+        proc = self._run("info", "--format", "{{json .Swarm}}")
+        info = json.loads(proc.stdout or "{}")
+        return SwarmState(info.get("LocalNodeState", ""), bool(info.get("ControlAvailable")), info.get("NodeID", ""))
+
+    def nodes(self) -> list[Node]:
+        ids = self._run("node", "ls", "-q").stdout.split()
+        if not ids:
+            return []
+        return [Node.from_inspect(item) for item in json.loads(self._run("node", "inspect", *ids).stdout)]
+
+    def label_node(self, node: str, labels: Mapping[str, str]) -> None:
+        args = [arg for key, value in sorted(labels.items()) for arg in ("--label-add", f"{key}={value}")]
+        self._run("node", "update", *args, node)
+
+    def services(self, namespaces: Iterable[str] | None = None) -> list[Service]:
+        """Services of the given stacks (all stacks when none are named)."""
+        wanted = set(namespaces) if namespaces is not None else None
+        ids = self._run("service", "ls", "-q", "--filter", f"label={NAMESPACE_LABEL}").stdout.split()
+        if not ids:
+            return []
+        proc = self._run("service", "inspect", *ids, check=False)  # one may vanish between ls and inspect
+        found = [Service.from_inspect(item) for item in json.loads(proc.stdout or "[]")]
+        return [s for s in found if wanted is None or s.namespace in wanted]
+
+    def tasks(self, service_ids: Sequence[str]) -> list[Task]:
+        if not service_ids:
+            return []
+        ids = self._run("service", "ps", "-q", "--no-trunc", *service_ids, check=False).stdout.split()
+        if not ids:
+            return []
+        proc = self._run("inspect", "--type", "task", *ids, check=False)
+        return [Task.from_inspect(item) for item in json.loads(proc.stdout or "[]")]
+
+    def deploy(self, namespace: str, files: Sequence[Path], env: Mapping[str, str]) -> None:
+        """`stack deploy` of the files (merged in order). Images are not resolved against a registry:
+        the image each node has under the tag runs (homelab pins tags; `images check` reads them)."""
+        argv = [self.docker, "stack", "deploy", "--resolve-image", "never", "--detach=true"]
+        argv += [arg for f in files for arg in ("-c", str(f))]
+        process.run([*argv, namespace], env=dict(env), timeout=300)
+
+    def remove_services(self, names: Sequence[str]) -> None:
+        if names:
+            self._run("service", "rm", *names)
+
+    def remove_stack(self, namespace: str) -> None:
+        self._run("stack", "rm", namespace, timeout=120)
+
+    def leftovers(self, namespace: str) -> list[str]:
+        """What of a removed stack still exists (Swarm removes tasks and networks after `stack rm`
+        returns); empty when it is gone."""
+        label = f"label={NAMESPACE_LABEL}={namespace}"
+        left = self._run("service", "ls", "-q", "--filter", label, check=False).stdout.split()
+        left += self._run("network", "ls", "-q", "--filter", label, check=False).stdout.split()
+        out = self._run("ps", "-aq", "--filter", f"label={NAMESPACE_LABEL}={namespace}", check=False).stdout
+        return left + out.split()
+
+    def objects(self, kind: str, namespace: str) -> list[str]:
+        """Names of the stack's secrets or configs (`kind`: secret | config)."""
+        label = f"label={NAMESPACE_LABEL}={namespace}"
+        return self._run(kind, "ls", "--filter", label, "--format", "{{.Name}}").stdout.split()
+
+    def remove_objects(self, kind: str, names: Sequence[str]) -> None:
+        """Remove secrets or configs; one still used by a task stays (the engine refuses, we move on)."""
+        if names:
+            self._run(kind, "rm", *names, check=False)
+
+    def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]:
+        argv = [self.docker, "service", "logs", "--no-task-ids", "--tail", tail]
+        return [*argv, "-f", name] if follow else [*argv, name]

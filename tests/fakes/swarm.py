@@ -1,0 +1,144 @@
+"""An in-memory swarm behind homelab.runtime.swarm.Swarm that records every call.
+
+`deploy` does what `docker stack deploy` does to the fake's services: each service of the given files
+(read from disk; `${VAR:?...}` filled from the env) is created, or updated (its version bumped) when its
+spec differs, with one task running the new spec's digest label. Steer it with:
+`nodes_list` (the nodes), `pending[service]` (its task stays pending with that reason),
+`rollback[service]` (its update fails: the previous spec comes back, update state rollback_completed),
+`local_state` / `manager` (what `docker info` says).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from homelab.runtime.swarm import SPEC_LABEL, Node, Service, SwarmState, Task
+
+_ids = itertools.count(1)
+
+
+def node(hostname: str = "nas", **fields: object) -> Node:
+    base = Node(f"n-{hostname}", hostname, "manager", "ready", "active", "10.0.0.1", {})
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+class FakeSwarm:
+    def __init__(self, *nodes: Node) -> None:
+        self.nodes_list = list(nodes) or [node()]
+        self.local_state, self.manager = "active", True
+        self.calls: list[tuple[object, ...]] = []
+        self.specs: dict[str, dict[str, Any]] = {}  # service name -> the spec deployed
+        self.svc: dict[str, Service] = {}
+        self.task_list: dict[str, Task] = {}  # service name -> its one task
+        self.pending: dict[str, str] = {}
+        self.rollback: dict[str, str] = {}
+        self.secrets: dict[str, set[str]] = {}  # namespace -> names
+        self.configs: dict[str, set[str]] = {}
+        self.deployed_files: list[dict[str, Any]] = []
+        self.current: dict[str, tuple[str, ...]] = {}  # service -> the secrets its spec names
+
+    def state(self) -> SwarmState:
+        return SwarmState(self.local_state, self.manager, self.nodes_list[0].id)
+
+    def nodes(self) -> list[Node]:
+        return list(self.nodes_list)
+
+    def label_node(self, node_id: str, labels: Mapping[str, str]) -> None:
+        self.calls.append(("label_node", node_id, dict(labels)))
+        self.nodes_list = [replace(n, labels={**n.labels, **labels}) if n.id == node_id else n for n in self.nodes_list]
+
+    def services(self, namespaces: Iterable[str] | None = None) -> list[Service]:
+        wanted = set(namespaces) if namespaces is not None else None
+        return [s for s in self.svc.values() if wanted is None or s.namespace in wanted]
+
+    def tasks(self, service_ids: Sequence[str]) -> list[Task]:
+        return [t for t in self.task_list.values() if t.service_id in service_ids]
+
+    def deploy(self, namespace: str, files: Sequence[Path], env: Mapping[str, str]) -> None:
+        self.calls.append(("deploy", namespace, [f.name for f in files]))
+        document = self._merged(files, env)
+        self.deployed_files.append(document)
+        for kind, store in (("secrets", self.secrets), ("configs", self.configs)):
+            store.setdefault(namespace, set()).update(v["name"] for v in document.get(kind, {}).values())
+        for short, spec in document["services"].items():
+            self._deploy_service(namespace, short, spec, document)
+
+    def _merged(self, files: Sequence[Path], env: Mapping[str, str]) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for path in files:
+            text = re.sub(r"\$\{([A-Z0-9_]+):\?[^}]*\}", lambda m: env[m.group(1)], path.read_text())
+            document = yaml.safe_load(text)
+            for key, value in document.items():
+                if key == "services":
+                    for name, spec in value.items():
+                        merged.setdefault("services", {}).setdefault(name, {}).update(spec)
+                else:
+                    merged.setdefault(key, {}).update(value)
+        return merged
+
+    def _deploy_service(self, namespace: str, short: str, spec: dict[str, Any], document: dict[str, Any]) -> None:
+        name = f"{namespace}_{short}"
+        digest = spec["deploy"]["labels"][SPEC_LABEL]
+        old = self.svc.get(name)
+        if old is not None and self.specs[name] == spec:
+            return
+        secret_names = tuple(document["secrets"][ref["source"]]["name"] for ref in spec.get("secrets", []))
+        # what the previous spec named is still in use (Swarm rolls back to it), as `service inspect` says
+        previous, self.current[name] = self.current.get(name, ()), secret_names
+        config_names = tuple(document["configs"][ref["source"]]["name"] for ref in spec.get("configs", []))
+        service = Service(
+            id=old.id if old else f"s{next(_ids):04d}",
+            name=name,
+            namespace=namespace,
+            version=(old.version + 1) if old else 1,
+            spec_digest=digest,
+            image=spec["image"],
+            replicas=1,
+            update_state="completed" if old else "",
+            update_message="",
+            updated_at="2026-11-27T10:00:00.000000000Z",
+            secrets=tuple(dict.fromkeys(secret_names + previous)),
+            configs=config_names,
+        )
+        if short in self.rollback and old is not None:
+            service = replace(old, version=service.version + 1, update_state="rollback_completed")
+            service = replace(service, update_message=self.rollback[short])
+            self.svc[name] = service
+            return
+        self.specs[name], self.svc[name] = json.loads(json.dumps(spec)), service
+        state, reason = ("pending", self.pending[short]) if short in self.pending else ("running", "started")
+        self.task_list[name] = Task(f"t{next(_ids):04d}", service.id, "", "running", state, "", reason, "", digest)
+        if state == "running":
+            self.task_list[name] = replace(self.task_list[name], node_id=self.nodes_list[0].id, error="")
+
+    def remove_services(self, names: Sequence[str]) -> None:
+        self.calls.append(("remove_services", list(names)))
+        for name in names:
+            self.svc.pop(name, None)
+            self.task_list.pop(name, None)
+
+    def remove_stack(self, namespace: str) -> None:
+        self.calls.append(("remove_stack", namespace))
+        self.remove_services([n for n, s in self.svc.items() if s.namespace == namespace])
+
+    def leftovers(self, namespace: str) -> list[str]:
+        return [n for n, s in self.svc.items() if s.namespace == namespace]
+
+    def objects(self, kind: str, namespace: str) -> list[str]:
+        return sorted((self.secrets if kind == "secret" else self.configs).get(namespace, set()))
+
+    def remove_objects(self, kind: str, names: Sequence[str]) -> None:
+        self.calls.append(("remove_objects", kind, list(names)))
+        for store in (self.secrets if kind == "secret" else self.configs).values():
+            store.difference_update(names)
+
+    def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]:
+        return ["docker", "service", "logs", "--tail", tail, *(["-f"] if follow else []), name]

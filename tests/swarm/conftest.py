@@ -1,0 +1,95 @@
+"""A single-node swarm for the swarm tests: `docker swarm init` on loopback under the docker engine lock
+(the session's `world` fixture holds it), left with `swarm leave --force` after the last test of this
+folder, also on failure, with every stack, secret, config and network it made removed, so the compose
+tests that run later in the same session meet the engine as they expect it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import standins
+import yaml
+from dockerlab import HEALTH_OVERRIDE, Deployment, remove_homelab_resources, wait_for
+
+
+def _names(kind: str) -> set[str]:
+    return set(standins.docker(kind, "ls", "--format", "{{.Name}}", check=False).stdout.split())
+
+
+def _swarm_state() -> str:
+    return json.loads(standins.docker("info", "--format", "{{json .Swarm}}").stdout)["LocalNodeState"]
+
+
+def leave_swarm(networks_before: set[str]) -> None:
+    """Every homelab stack removed, the swarm left, and the networks Swarm made (ingress,
+    docker_gwbridge) gone."""
+    stacks = standins.docker("stack", "ls", "--format", "{{.Name}}", check=False).stdout.split()
+    for stack in stacks:
+        if stack.startswith("homelab-"):
+            standins.docker("stack", "rm", stack, check=False)
+    standins.docker("swarm", "leave", "--force", check=False)
+    wait_for(lambda: _swarm_state() == "inactive", 60, "the engine to leave the swarm")
+    for network in _names("network") - networks_before:
+        standins.docker("network", "rm", network, check=False)
+    remove_homelab_resources()
+
+
+@pytest.fixture(scope="package")
+def swarm(world) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The node's ID; the engine is a one-node swarm manager until the last test here is done."""
+    networks_before = _names("network")
+    assert _swarm_state() == "inactive", "the engine is already in a swarm: not ours to take over"
+    remove_homelab_resources()
+    standins.docker("swarm", "init", "--advertise-addr", "127.0.0.1")
+    try:
+        yield standins.docker("info", "--format", "{{.Swarm.NodeID}}").stdout.strip()
+    finally:
+        leave_swarm(networks_before)
+
+
+class SwarmDeployment(Deployment):
+    """A Deployment (tests/docker/dockerlab.py) whose healthcheck overrides are also written for the
+    stack files (`stack.override.yaml`, which homelab passes to `stack deploy` after stack.yaml)."""
+
+    def write_overrides(self) -> None:
+        super().write_overrides()
+        for stack_file in self.stacks_dir.glob("*/stack.yaml"):
+            document = yaml.safe_load(stack_file.read_text())
+            services = {
+                name: {"healthcheck": HEALTH_OVERRIDE}
+                for name, spec in document["services"].items()
+                if spec.get("healthcheck")
+            }
+            (stack_file.parent / "stack.override.yaml").write_text(yaml.safe_dump({"services": services}))
+
+    def engine(self, engine: str) -> None:
+        self.data["engine"] = engine
+        self.write()
+        self.homelab("render")  # the other engine's files, so the overrides can be written for them
+
+    def services(self) -> dict[str, dict]:
+        """service name (without the stack) -> `docker service inspect` data, for homelab's stacks."""
+        ids = standins.docker("service", "ls", "-q").stdout.split()
+        if not ids:
+            return {}
+        data = json.loads(standins.docker("service", "inspect", *ids).stdout)
+        return {
+            s["Spec"]["Name"].split("_", 1)[1]: s
+            for s in data
+            if s["Spec"]["Labels"].get("com.docker.stack.namespace", "").startswith("homelab-")
+        }
+
+    def swarm_objects(self, kind: str) -> list[str]:
+        return standins.docker(kind, "ls", "--format", "{{.Name}}").stdout.split()
+
+    def versions(self) -> dict[str, int]:
+        return {name: s["Version"]["Index"] for name, s in self.services().items()}
+
+
+def make_swarm_deployment(base: Path, world, apps: dict[str, dict]) -> SwarmDeployment:  # type: ignore[no-untyped-def]
+    env, pebble, images = world
+    base.mkdir(parents=True, exist_ok=True)
+    return SwarmDeployment(base, env, pebble, images, apps)
