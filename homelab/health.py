@@ -57,9 +57,12 @@ def diagnose(docker: Engine, stack: StackPlan, exc: Exception, seconds: float, l
         for name in missing(stack, containers)
     ]
     lines += [_verdict(docker, stack.name, c, seconds) for c in sorted(bad, key=_worst_first)]
+    reason = describe_failure(exc) if isinstance(exc, CommandFailed) else str(exc)
     if not lines:
-        reason = describe_failure(exc) if isinstance(exc, CommandFailed) else str(exc)
         lines.append(f"stack {stack.name}: docker compose up failed: {reason}")
+    elif isinstance(exc, CommandFailed) and not bad:
+        # compose failed before starting them (a network, a volume, a name): its own words say why
+        lines.append(f"  docker compose up said: {reason}")
     if not_started:
         lines.append(f"  not started (waiting on it): {', '.join(not_started)}")
     if later:

@@ -227,6 +227,22 @@ def test_compose_failing_before_creating_anything_names_every_service(deployment
     ]
 
 
+def test_compose_refusing_before_creating_anything_says_why(deployment: Deployment) -> None:
+    docker = FakeDocker()
+    docker.up_error["homelab-edge"] = CommandFailed(
+        ["docker", "compose", "up"],
+        1,
+        "",
+        "Error response from daemon: Pool overlaps with other one on this address space",
+    )
+    convergence = apply.converge(deployment.plan, deployment.out, docker, ["edge"])
+    with pytest.raises(ApplyFailed) as caught:
+        apply.apply(convergence, deployment.plan, docker, zfs=FakeZfs())
+    assert str(caught.value).splitlines()[-1] == (
+        "  docker compose up said: Error response from daemon: Pool overlaps with other one on this address space"
+    )
+
+
 def test_down_stops_running_stacks_in_reverse_order(deployment: Deployment) -> None:
     docker = FakeDocker(container("homelab-edge", "traefik"), *_dev_running())
     said: list[str] = []
