@@ -16,8 +16,6 @@ delay and no authoritative-server check, routes from the rendered labels through
 
 from __future__ import annotations
 
-import socket
-import ssl
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +35,7 @@ from homelab.secrets import user_secret_values
 from tests.certs.httpreq import Endpoint, httpreq_config, httpreq_endpoint, provider_config
 from tests.certs.pebbles import Ca, one
 from tests.certs.test_staging_traefik import routes
-from tests.contract.edge_support import free_port, running, traefik_static_for_test, wait_until
+from tests.contract.edge_support import free_port, running, served_certificate, traefik_static_for_test, wait_until
 
 pytestmark = pytest.mark.real
 ISSUE_SECONDS = 90.0
@@ -104,15 +102,7 @@ class Edge:
             return []  # Traefik is writing it
 
     def served(self, host: str) -> x509.Certificate:
-        context = ssl.create_default_context()
-        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-        with (
-            socket.create_connection(("127.0.0.1", self.ports["websecure"]), timeout=5) as raw,
-            context.wrap_socket(raw, server_hostname=host) as tls,
-        ):
-            der = tls.getpeercert(binary_form=True)
-        assert der is not None
-        return x509.load_der_x509_certificate(der)
+        return served_certificate(self.ports["websecure"], host, timeout=5)
 
 
 def _httpreq_edge(tmp_path: Path, endpoint: Endpoint, ca: Ca, dns: str, traefik: str, password: str) -> Edge:

@@ -17,8 +17,6 @@ apex's and the wildcard's TXT records) shortened, routes from the rendered label
 
 from __future__ import annotations
 
-import socket
-import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +42,13 @@ from homelab.render.edge_traefik import (
 from tests.certs.conftest import dns01_config
 from tests.certs.named import Named, named
 from tests.certs.pebbles import Ca, staging_and_production
-from tests.contract.edge_support import labels_to_dynamic, running, traefik_static_for_test, wait_until
+from tests.contract.edge_support import (
+    labels_to_dynamic,
+    running,
+    served_certificate,
+    traefik_static_for_test,
+    wait_until,
+)
 
 pytestmark = pytest.mark.real
 ISSUE_SECONDS = 90.0
@@ -124,15 +128,7 @@ class Edge:
             return []  # Traefik is writing it
 
     def served(self, host: str) -> x509.Certificate:
-        context = ssl.create_default_context()
-        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-        with (
-            socket.create_connection(("127.0.0.1", self.ports["websecure"]), timeout=5) as raw,
-            context.wrap_socket(raw, server_hostname=host) as tls,
-        ):
-            der = tls.getpeercert(binary_form=True)
-        assert der is not None
-        return x509.load_der_x509_certificate(der)
+        return served_certificate(self.ports["websecure"], host, timeout=5)
 
     def log(self) -> Path:
         self.starts += 1

@@ -427,17 +427,21 @@ class Edge:
         return tls_handshake_error(self.https_port, sni, self.ca_file)
 
     def served_certificate(self, host: str) -> x509.Certificate:
-        """The certificate the edge presents for `host`, trusted or not."""
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        with (
-            socket.create_connection(("127.0.0.1", self.https_port), timeout=10) as raw,
-            context.wrap_socket(raw, server_hostname=host) as tls,
-        ):
-            der = tls.getpeercert(binary_form=True)
-        assert der is not None
-        return x509.load_der_x509_certificate(der)
+        return served_certificate(self.https_port, host)
+
+
+def served_certificate(port: int, host: str, timeout: float = 10) -> x509.Certificate:
+    """The certificate presented on 127.0.0.1:port for SNI `host`, trusted or not."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der)
 
 
 def first_certificate(path: Path) -> x509.Certificate:
