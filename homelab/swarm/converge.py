@@ -275,12 +275,17 @@ def prune_objects(swarm: Swarm, namespace: str) -> None:
 
 
 def remove_stack(swarm: Swarm, namespace: str, timeout: float = 120) -> None:
-    """`stack rm`, then wait until its tasks and networks are gone (Swarm removes them after returning):
-    a compose project or a new deploy must not meet a half-removed network."""
-    swarm.remove_stack(namespace)
+    """`stack rm`, then wait until its services, tasks and networks are gone (Swarm stops the tasks after
+    `stack rm` returns): a compose project or a new deploy must not meet a half-removed network. A network
+    a stopping task still used is refused: `stack rm` again until the engine takes it."""
+    problem = swarm.remove_stack(namespace)
     deadline = time.monotonic() + timeout
-    while swarm.leftovers(namespace) and time.monotonic() < deadline:
+    while left := swarm.leftovers(namespace):
+        if time.monotonic() >= deadline:
+            raise ApplyFailed(f"stack {namespace} still there after {timeout:.0f}s ({problem or ', '.join(left)})")
         time.sleep(POLL_SECONDS)
+        if problem:
+            problem = swarm.remove_stack(namespace)
 
 
 def leave_compose(docker: Engine, progress: Callable[[str], None]) -> None:

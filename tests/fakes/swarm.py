@@ -5,6 +5,7 @@
 spec differs, with one task running the new spec's digest label. Steer it with:
 `nodes_list` (the nodes), `pending[service]` (its task stays pending with that reason),
 `rollback[service]` (its update fails: the previous spec comes back, update state rollback_completed),
+`busy_network[namespace]` (that many `stack rm` fail: a stopping task still uses the stack's network),
 `local_state` / `manager` (what `docker info` says).
 """
 
@@ -40,6 +41,8 @@ class FakeSwarm:
         self.task_list: dict[str, Task] = {}  # service name -> its one task
         self.pending: dict[str, str] = {}
         self.rollback: dict[str, str] = {}
+        self.busy_network: dict[str, int] = {}
+        self.networks_left: set[str] = set()  # namespaces whose network a failed `stack rm` left
         self.secrets: dict[str, set[str]] = {}  # namespace -> names
         self.configs: dict[str, set[str]] = {}
         self.deployed_files: list[dict[str, Any]] = []
@@ -125,12 +128,19 @@ class FakeSwarm:
             self.svc.pop(name, None)
             self.task_list.pop(name, None)
 
-    def remove_stack(self, namespace: str) -> None:
+    def remove_stack(self, namespace: str) -> str:
         self.calls.append(("remove_stack", namespace))
         self.remove_services([n for n, s in self.svc.items() if s.namespace == namespace])
+        if self.busy_network.get(namespace, 0) > 0:
+            self.busy_network[namespace] -= 1
+            self.networks_left.add(namespace)
+            return f"Failed to remove network {namespace}_default: network is in use by task t0001"
+        self.networks_left.discard(namespace)
+        return ""
 
     def leftovers(self, namespace: str) -> list[str]:
-        return [n for n, s in self.svc.items() if s.namespace == namespace]
+        network = [f"{namespace}_default"] if namespace in self.networks_left else []
+        return [n for n, s in self.svc.items() if s.namespace == namespace] + network
 
     def objects(self, kind: str, namespace: str) -> list[str]:
         return sorted((self.secrets if kind == "secret" else self.configs).get(namespace, set()))

@@ -93,3 +93,24 @@ def make_swarm_deployment(base: Path, world, apps: dict[str, dict]) -> SwarmDepl
     env, pebble, images = world
     base.mkdir(parents=True, exist_ok=True)
     return SwarmDeployment(base, env, pebble, images, apps)
+
+
+def swarm_diagnostics() -> str:
+    """What a failing swarm test shows: every homelab service's task history (`docker service ps
+    --no-trunc`: states, errors, restarts), the health probes of its containers, and Traefik's log."""
+    parts = []
+    services = standins.docker("service", "ls", "--format", "{{.Name}}", check=False).stdout.split()
+    for service in sorted(s for s in services if s.startswith("homelab-")):
+        tasks = standins.docker("service", "ps", "--no-trunc", service, check=False)
+        parts.append(f"--- docker service ps {service}\n{tasks.stdout}{tasks.stderr}")
+    containers = standins.docker(
+        "ps", "-a", "-q", "--filter", "label=com.docker.stack.namespace", check=False
+    ).stdout.split()
+    for container in containers:
+        health = standins.docker(
+            "inspect", "--format", "{{.Name}} {{.State.Status}} {{json .State.Health}}", container, check=False
+        )
+        parts.append(health.stdout.strip())
+    logs = standins.docker("service", "logs", "--timestamps", "--tail", "80", "homelab-edge_traefik", check=False)
+    parts.append(f"--- Traefik's log\n{logs.stdout}{logs.stderr}")
+    return "\n".join(parts)

@@ -138,6 +138,25 @@ def test_down_removes_the_stacks_last_first(lab: Lab) -> None:
     assert not (lab.out / converge.SWARM_MARK).exists()
 
 
+def test_down_removes_a_network_a_stopping_task_still_used(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`docker stack rm` exits 1 when a task being stopped still uses the stack's network (seen on the
+    real engine in tests/swarm/test_swarm_all_apps.py): homelab asks again once the tasks are gone."""
+    monkeypatch.setattr(converge, "POLL_SECONDS", 0)
+    lab.up()
+    lab.swarm.busy_network["homelab-dev"] = 2
+    assert converge.leave_swarm(lab.swarm, lab.out, STACKS, lambda _m: None) == ["dev", "edge"]
+    assert [c[1] for c in lab.swarm.calls if c[0] == "remove_stack"] == ["homelab-dev"] * 3 + ["homelab-edge"]
+
+
+def test_a_stack_swarm_will_not_remove_is_an_error_naming_it(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(converge, "POLL_SECONDS", 0)
+    lab.up()
+    lab.swarm.busy_network["homelab-dev"] = 10**9
+    with pytest.raises(ApplyFailed) as caught:
+        converge.remove_stack(lab.swarm, "homelab-dev", timeout=0.05)
+    assert "stack homelab-dev still there after 0s (Failed to remove network homelab-dev_default" in str(caught.value)
+
+
 def test_nodes_say_what_runs_where(lab: Lab) -> None:
     lab.up()
     (row,) = state.nodes(lab.swarm)
