@@ -103,5 +103,8 @@ def down(plan: Plan, out: Path, stacks: list[str], progress: Callable[[str], Non
 
 
 def logs(stack: str, service: str, *, follow: bool, tail: str) -> None:
-    argv = manager().logs_argv(f"{project_name(stack)}_{service}", follow=follow, tail=tail)
-    raise typer.Exit(process.stream(argv))
+    swarm = manager()
+    name = f"{project_name(stack)}_{service}"
+    if name not in {s.name for s in swarm.services([project_name(stack)])}:
+        raise EnvironmentProblem(f"{stack}/{service} is not deployed on the swarm: run `homelab up` first")
+    raise typer.Exit(process.stream(swarm.logs_argv(name, follow=follow, tail=tail)))

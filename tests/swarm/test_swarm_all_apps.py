@@ -51,6 +51,9 @@ def test_every_app_answers_over_https_through_the_swarm_provider(swarm, world, t
             assert service in status.stdout, status.stdout
         lab.homelab("down")
         assert not lab.services(), "services left after down"
+        gone = lab.homelab("logs", "traefik", check=False)
+        assert gone.returncode == 4, gone.stdout + gone.stderr
+        assert "edge/traefik is not deployed on the swarm: run `homelab up` first" in gone.stderr, gone.stderr
     finally:
         for stack in standins.docker("stack", "ls", "--format", "{{.Name}}", check=False).stdout.split():
             if stack.startswith("homelab-"):

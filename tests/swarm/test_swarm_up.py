@@ -74,6 +74,19 @@ def test_switch_to_swarm_serves_https_through_the_swarm_provider_keeping_data_an
     print(f"compose -> swarm up: {lab.switch_seconds:.1f}s")
 
 
+def test_logs_show_the_swarm_service_and_an_unknown_app_is_an_error(lab) -> None:  # type: ignore[no-untyped-def]
+    shown = lab.homelab("logs", "traefik", "--tail", "all")
+    lines = shown.stdout.splitlines()
+    # `docker service logs` prefixes each line with the task (<service>.<slot>@<node>); Traefik's own
+    # first words at start (the real binary) say which file it read
+    assert lines and all(line.startswith("homelab-edge_traefik.1@") for line in lines), shown.stdout
+    assert any("Configuration loaded from file: /etc/traefik/traefik.yml" in line for line in lines), shown.stdout
+    unknown = lab.homelab("logs", "jenkins", check=False)  # not enabled in this lab
+    assert unknown.returncode == 2, unknown.stdout + unknown.stderr
+    assert "unknown service 'jenkins' (services: " in unknown.stderr, unknown.stderr
+    assert not unknown.stdout
+
+
 def test_second_up_changes_nothing(lab) -> None:  # type: ignore[no-untyped-def]
     before = lab.versions()
     result = lab.up()
