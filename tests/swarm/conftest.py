@@ -95,10 +95,18 @@ def make_swarm_deployment(base: Path, world, apps: dict[str, dict]) -> SwarmDepl
     return SwarmDeployment(base, env, pebble, images, apps)
 
 
-def swarm_diagnostics() -> str:
-    """What a failing swarm test shows: every homelab service's task history (`docker service ps
-    --no-trunc`: states, errors, restarts), the health probes of its containers, and Traefik's log."""
+def swarm_diagnostics(base: Path) -> str:
+    """What a failing swarm test shows: the domains Traefik stored certificates for (acme.json under
+    `base`), every homelab service's task history (`docker service ps --no-trunc`: states, errors,
+    restarts), the health probes of its containers, and Traefik's log."""
     parts = []
+    for acme in base.rglob("acme.json"):
+        stored = json.loads(acme.read_text() or "{}")
+        domains = {
+            name: [(c.get("domain") or {}).get("main") for c in r.get("Certificates") or []]
+            for name, r in stored.items()
+        }
+        parts.append(f"--- {acme}: {domains}")
     services = standins.docker("service", "ls", "--format", "{{.Name}}", check=False).stdout.split()
     for service in sorted(s for s in services if s.startswith("homelab-")):
         tasks = standins.docker("service", "ps", "--no-trunc", service, check=False)

@@ -16,7 +16,7 @@ import pytest
 import standins
 from dockerlab import HOMELAB, free_port, https_get, wait_for
 
-from tests.swarm.conftest import make_swarm_deployment
+from tests.swarm.conftest import make_swarm_deployment, swarm_diagnostics
 
 pytestmark = pytest.mark.docker
 
@@ -47,9 +47,8 @@ def _serving(lab):  # type: ignore[no-untyped-def]
 
     try:
         return wait_for(answer, 90, f"{HOST} over HTTPS with a Pebble certificate")
-    except AssertionError as exc:  # what Traefik's swarm provider said
-        logs = standins.docker("service", "logs", "--tail", "40", "homelab-edge_traefik", check=False)
-        raise AssertionError(f"{exc}\n{logs.stdout}{logs.stderr}") from None
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{swarm_diagnostics(lab.base)}") from None
 
 
 def test_switch_to_swarm_serves_https_through_the_swarm_provider_keeping_data_and_certificate(lab) -> None:  # type: ignore[no-untyped-def]
@@ -77,10 +76,10 @@ def test_switch_to_swarm_serves_https_through_the_swarm_provider_keeping_data_an
 def test_logs_show_the_swarm_service_and_an_unknown_app_is_an_error(lab) -> None:  # type: ignore[no-untyped-def]
     shown = lab.homelab("logs", "traefik", "--tail", "all")
     lines = shown.stdout.splitlines()
-    # `docker service logs` prefixes each line with the task (<service>.<slot>@<node>); Traefik's own
-    # first words at start (the real binary) say which file it read
+    # `docker service logs` prefixes each line with the task (<service>.<slot>@<node>); the real Traefik
+    # says its version when it starts (traefik:v3.7.15, homelab/images/facts/traefik.yaml)
     assert lines and all(line.startswith("homelab-edge_traefik.1@") for line in lines), shown.stdout
-    assert any("Configuration loaded from file: /etc/traefik/traefik.yml" in line for line in lines), shown.stdout
+    assert any("Traefik version 3.7.15" in line for line in lines), shown.stdout
     unknown = lab.homelab("logs", "jenkins", check=False)  # not enabled in this lab
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr
     assert "unknown service 'jenkins' (services: " in unknown.stderr, unknown.stderr
