@@ -6,13 +6,15 @@ tests that run later in the same session meet the engine as they expect it."""
 from __future__ import annotations
 
 import json
+import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import standins
 import yaml
-from dockerlab import HEALTH_OVERRIDE, Deployment, remove_homelab_resources, wait_for
+from dockerlab import HEALTH_OVERRIDE, Deployment, https_get, remove_homelab_resources, wait_for
 
 
 def _names(kind: str) -> set[str]:
@@ -95,12 +97,19 @@ def make_swarm_deployment(base: Path, world, apps: dict[str, dict]) -> SwarmDepl
     return SwarmDeployment(base, env, pebble, images, apps)
 
 
-def swarm_diagnostics(base: Path) -> str:
-    """What a failing swarm test shows: the domains Traefik stored certificates for (acme.json under
-    `base`), every homelab service's task history (`docker service ps --no-trunc`: states, errors,
-    restarts), the health probes of its containers, and Traefik's log."""
+def swarm_diagnostics(lab: Deployment) -> str:
+    """What a failing swarm test shows: what the edge answers for every host now, the domains Traefik
+    stored certificates for (acme.json), every homelab service's task history (`docker
+    service ps --no-trunc`: states, errors, restarts), the health probes of its containers, and Traefik's
+    own log ending with its goroutines (SIGQUIT: the Go runtime prints them and exits), which shows
+    where a stalled Traefik waits."""
     parts = []
-    for acme in base.rglob("acme.json"):
+    for host in lab.hosts().values():
+        try:
+            parts.append(f"--- {host}: HTTP {https_get(lab.https_port, host, root_pem=lab.pebble.root_pem)[0]}")
+        except (OSError, ssl.SSLError) as exc:
+            parts.append(f"--- {host}: {exc!r}")
+    for acme in lab.base.rglob("acme.json"):
         stored = json.loads(acme.read_text() or "{}")
         domains = {
             name: [(c.get("domain") or {}).get("main") for c in r.get("Certificates") or []]
@@ -118,7 +127,13 @@ def swarm_diagnostics(base: Path) -> str:
         health = standins.docker(
             "inspect", "--format", "{{.Name}} {{.State.Status}} {{json .State.Health}}", container, check=False
         )
-        parts.append(health.stdout.strip())
-    logs = standins.docker("service", "logs", "--timestamps", "--tail", "80", "homelab-edge_traefik", check=False)
-    parts.append(f"--- Traefik's log\n{logs.stdout}{logs.stderr}")
+        parts.append(health.stdout.strip()[:300])
+    traefik = standins.docker(
+        "ps", "-q", "--filter", "label=com.docker.swarm.service.name=homelab-edge_traefik", check=False
+    ).stdout.split()
+    for container in traefik:
+        standins.docker("kill", "--signal", "QUIT", container, check=False)
+        time.sleep(2)
+        logs = standins.docker("logs", container, check=False)
+        parts.append(f"--- Traefik's log ({container})\n{logs.stdout}{logs.stderr}")
     return "\n".join(parts)

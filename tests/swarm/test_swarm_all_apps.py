@@ -41,7 +41,7 @@ def test_every_app_answers_over_https_through_the_swarm_provider(swarm, world, t
             try:
                 body, cert = wait_for(serving, 90, f"{host} over HTTPS with a Pebble certificate")
             except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{swarm_diagnostics(lab.base)}") from None
+                raise AssertionError(f"{exc}\n{swarm_diagnostics(lab)}") from None
             assert body.strip() == app, f"{host} routed to the wrong service: {body!r}"
             assert host in [value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"]
             assert dict(x[0] for x in cert["issuer"])["commonName"].startswith("Pebble Intermediate CA")

@@ -48,7 +48,7 @@ def _serving(lab):  # type: ignore[no-untyped-def]
     try:
         return wait_for(answer, 90, f"{HOST} over HTTPS with a Pebble certificate")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{swarm_diagnostics(lab.base)}") from None
+        raise AssertionError(f"{exc}\n{swarm_diagnostics(lab)}") from None
 
 
 def test_switch_to_swarm_serves_https_through_the_swarm_provider_keeping_data_and_certificate(lab) -> None:  # type: ignore[no-untyped-def]
