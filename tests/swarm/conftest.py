@@ -91,10 +91,26 @@ class SwarmDeployment(Deployment):
         return {name: s["Version"]["Index"] for name, s in self.services().items()}
 
 
+def gateway_bridge_subnet() -> str:
+    """The subnet of docker_gwbridge, which `swarm init` creates with the first free pool of the engine's
+    defaults (172.17-31.0.0/16, then 192.168.0.0/20 blocks: which one depends on what the engine
+    allocated before, so on the other tests). A request from this host to a host-mode published port goes
+    through docker-proxy, which connects from this bridge's gateway: that is the client address Traefik
+    sees and matches against a LAN-only route's allow list."""
+    found = standins.docker("network", "inspect", "docker_gwbridge", "--format", "{{json .IPAM.Config}}")
+    return str(json.loads(found.stdout)[0]["Subnet"])
+
+
 def make_swarm_deployment(base: Path, world, apps: dict[str, dict]) -> SwarmDeployment:  # type: ignore[no-untyped-def]
+    """A lab whose LAN (`edge.lan_cidrs`) includes where this host's requests come from on the swarm;
+    the compose labs' 172.16.0.0/12 does not always hold it (seen: ci.example.com, a LAN-only route,
+    answered 403 once docker_gwbridge had 192.168.x addresses)."""
     env, pebble, images = world
     base.mkdir(parents=True, exist_ok=True)
-    return SwarmDeployment(base, env, pebble, images, apps)
+    lab = SwarmDeployment(base, env, pebble, images, apps)
+    lab.data["edge"]["lan_cidrs"] = [*lab.data["edge"]["lan_cidrs"], gateway_bridge_subnet()]
+    lab.write()
+    return lab
 
 
 def swarm_diagnostics(lab: Deployment) -> str:

@@ -17,7 +17,7 @@ APPS = {
     "plex": {"transcode_device": None},  # no /dev/dri here (and Swarm services take no devices)
     "nextcloud": {"subdomain": "cloud"},
     "gitea": {"subdomain": "git"},
-    "jenkins": {"subdomain": "ci", "lan_only": True},  # LAN = 127/8 + 172.16/12 in these tests
+    "jenkins": {"subdomain": "ci", "lan_only": True},  # LAN: where this host's requests come from (conftest)
     "rstudio": {},
 }
 
@@ -36,7 +36,9 @@ def test_every_app_answers_over_https_through_the_swarm_provider(swarm, world, t
 
             def serving(host: str = host):  # type: ignore[no-untyped-def]
                 status, _, body, cert = https_get(lab.https_port, host, root_pem=lab.pebble.root_pem)
-                return (body, cert) if status == 200 else None
+                if status != 200:  # wait_for reports the last exception: say what the edge answered
+                    raise ValueError(f"HTTP {status}: {body[:200]!r}")
+                return body, cert
 
             try:
                 body, cert = wait_for(serving, 90, f"{host} over HTTPS with a Pebble certificate")

@@ -43,7 +43,9 @@ def lab(swarm, world, tmp_path_factory):  # type: ignore[no-untyped-def]
 def _serving(lab):  # type: ignore[no-untyped-def]
     def answer():  # type: ignore[no-untyped-def]
         status, _, body, cert = https_get(lab.https_port, HOST, root_pem=lab.pebble.root_pem)
-        return (body, cert) if status == 200 else None
+        if status != 200:  # wait_for reports the last exception: say what the edge answered
+            raise ValueError(f"HTTP {status}: {body[:200]!r}")
+        return body, cert
 
     try:
         return wait_for(answer, 90, f"{HOST} over HTTPS with a Pebble certificate")
