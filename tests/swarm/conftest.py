@@ -39,14 +39,29 @@ def leave_swarm(networks_before: set[str]) -> None:
     remove_homelab_resources()
 
 
+# docker_gwbridge (the bridge of swarm tasks to the outside), made before `swarm init` as Docker's docs
+# say to choose its subnet: left to `swarm init` it takes the engine's next free default pool, which
+# depends on the earlier tests' networks; as 172.30.0.0/16 it overlapped the labs' compose proxy networks
+# (172.30.N.0/24: "Pool overlaps", compose created none), as 192.168.x.0/20 it was outside their LAN
+GATEWAY_BRIDGE_SUBNET = "172.29.254.0/24"
+
+
+def _create_gateway_bridge() -> None:
+    standins.docker("network", "rm", "docker_gwbridge", check=False)  # a swarm left earlier keeps it
+    options = {"name": "docker_gwbridge", "enable_icc": "false", "enable_ip_masquerade": "true"}
+    args = [arg for key, value in options.items() for arg in ("--opt", f"com.docker.network.bridge.{key}={value}")]
+    standins.docker("network", "create", "--subnet", GATEWAY_BRIDGE_SUBNET, *args, "docker_gwbridge")
+
+
 @pytest.fixture(scope="package")
 def swarm(world) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The node's ID; the engine is a one-node swarm manager until the last test here is done."""
-    networks_before = _names("network")
     assert _swarm_state() == "inactive", "the engine is already in a swarm: not ours to take over"
     remove_homelab_resources()
-    standins.docker("swarm", "init", "--advertise-addr", "127.0.0.1")
+    networks_before = _names("network") - {"docker_gwbridge"}
     try:
+        _create_gateway_bridge()
+        standins.docker("swarm", "init", "--advertise-addr", "127.0.0.1")
         yield standins.docker("info", "--format", "{{.Swarm.NodeID}}").stdout.strip()
     finally:
         leave_swarm(networks_before)
@@ -91,26 +106,10 @@ class SwarmDeployment(Deployment):
         return {name: s["Version"]["Index"] for name, s in self.services().items()}
 
 
-def gateway_bridge_subnet() -> str:
-    """The subnet of docker_gwbridge, which `swarm init` creates with the first free pool of the engine's
-    defaults (172.17-31.0.0/16, then 192.168.0.0/20 blocks: which one depends on what the engine
-    allocated before, so on the other tests). A request from this host to a host-mode published port goes
-    through docker-proxy, which connects from this bridge's gateway: that is the client address Traefik
-    sees and matches against a LAN-only route's allow list."""
-    found = standins.docker("network", "inspect", "docker_gwbridge", "--format", "{{json .IPAM.Config}}")
-    return str(json.loads(found.stdout)[0]["Subnet"])
-
-
 def make_swarm_deployment(base: Path, world, apps: dict[str, dict]) -> SwarmDeployment:  # type: ignore[no-untyped-def]
-    """A lab whose LAN (`edge.lan_cidrs`) includes where this host's requests come from on the swarm;
-    the compose labs' 172.16.0.0/12 does not always hold it (seen: ci.example.com, a LAN-only route,
-    answered 403 once docker_gwbridge had 192.168.x addresses)."""
     env, pebble, images = world
     base.mkdir(parents=True, exist_ok=True)
-    lab = SwarmDeployment(base, env, pebble, images, apps)
-    lab.data["edge"]["lan_cidrs"] = [*lab.data["edge"]["lan_cidrs"], gateway_bridge_subnet()]
-    lab.write()
-    return lab
+    return SwarmDeployment(base, env, pebble, images, apps)
 
 
 def swarm_diagnostics(lab: Deployment) -> str:

@@ -17,7 +17,7 @@ APPS = {
     "plex": {"transcode_device": None},  # no /dev/dri here (and Swarm services take no devices)
     "nextcloud": {"subdomain": "cloud"},
     "gitea": {"subdomain": "git"},
-    "jenkins": {"subdomain": "ci", "lan_only": True},  # LAN: where this host's requests come from (conftest)
+    "jenkins": {"subdomain": "ci", "lan_only": True},  # LAN = 127/8 + 172.16/12 (docker_gwbridge: conftest)
     "rstudio": {},
 }
 
