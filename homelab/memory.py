@@ -1,5 +1,6 @@
 """This machine's memory: its RAM (MemTotal, homelab.runtime.machine), the memory budget on it
-(homelab.images.budget, the pure arithmetic), and the ZFS ARC cap `zfs_arc_max` the budget leaves, set by the storage step.
+(homelab.images.budget, the pure arithmetic), and the ZFS ARC cap `zfs_arc_max` the budget leaves, set
+by the storage step.
 
 Unless capped, OpenZFS on Linux lets the ARC grow to half the RAM or more (newer releases to most of it),
 and it gives memory back only under pressure, after the apps already feel it. `homelab storage apply`

@@ -85,7 +85,8 @@ class Budget:
         """The budget as `plan` and `doctor` print it: the totals, then one line per service."""
         rows = [
             f"RAM {_gib(self.ram)} ({self.ram_why or self.ram_source}) - {_gib(OS_HEADROOM)} for the OS = "
-            f"{_gib(self.for_apps)} for apps; reservations {_gib(self.reserved)}; ZFS ARC cap {_gib(self.arc_max)}; limits "
+            f"{_gib(self.for_apps)} for apps; reservations {_gib(self.reserved)}; "
+            f"ZFS ARC cap {_gib(self.arc_max)}; limits "
             f"{_gib(self.limits)} ({self.overcommit:.2f}x, warning past {OVERCOMMIT_FACTOR}x)"
         ]
         rows += [
