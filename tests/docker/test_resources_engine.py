@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dockerlab import free_port, make_deployment, remove_homelab_resources, wait_for
-from standins import docker
+from standins import PREFIX, docker, faithful_image, nginx_edge_image
 
 from homelab.images.facts import all_facts
 
@@ -159,27 +159,41 @@ def test_a_fork_bomb_stops_at_the_pids_limit(lab) -> None:  # type: ignore[no-un
 
 
 # the images started as root whose capabilities are worked out (homelab/images/facts/*.yaml `capabilities`),
-# by the service the `images` fixture builds their stand-in for
-ROOT_IMAGES = {"db": "postgres:16.6-alpine", "redis": "redis:7.4.1-alpine", "nextcloud": "nextcloud:30.0.4-apache"}
+# by the service the `images` fixture builds their stand-in for (graphite's is built here: no test deploys it)
+ROOT_IMAGES = {
+    "db": "postgres:16.6-alpine",
+    "redis": "redis:7.4.1-alpine",
+    "nextcloud": "nextcloud:30.0.4-apache",
+    "plex": "plexinc/pms-docker:1.41.3.9314-a0bfb8370",
+    "graphite": "graphiteapp/graphite-statsd:1.1.10-5",
+}
 NEXTCLOUD_ENV = {"NEXTCLOUD_ADMIN_USER": "admin", "NEXTCLOUD_ADMIN_PASSWORD": "example", "POSTGRES_HOST": "db"}
 
 
+@pytest.fixture(scope="module")
+def root_images(images, tmp_path_factory) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    graphite = faithful_image(tmp_path_factory.mktemp("graphite"), all_facts()[ROOT_IMAGES["graphite"]])
+    return {**images, "graphite": graphite}
+
+
 @pytest.mark.parametrize("service", sorted(ROOT_IMAGES))
-def test_a_root_image_runs_with_exactly_its_capabilities_and_not_one_less(images, service: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_root_image_runs_with_exactly_its_capabilities_and_not_one_less(root_images, service: str) -> None:  # type: ignore[no-untyped-def]
     """cap_drop ALL + cap_add the facts' list: the stand-in (which does, as root, what the entrypoint does
-    with each capability) serves its health path; without any one of them it exits. Not shown failing:
-    NET_BIND_SERVICE (Docker >= 20.10 lets any uid bind :80 in a container: ip_unprivileged_port_start)
-    and KILL (Apache signals its children at stop; the stand-in has none of another uid to signal)."""
+    with each capability: chown, write and chmod a file another uid owns, signal a process of the uid it
+    drops to, switch its server to that uid) serves its health path; without any one of them it exits.
+    Not shown failing: NET_BIND_SERVICE (Docker >= 20.10 lets any uid bind :80 in a container:
+    ip_unprivileged_port_start)."""
     facts = all_facts()[ROOT_IMAGES[service]]
     caps = sorted(facts.capabilities or {})
     env = [arg for key, value in NEXTCLOUD_ENV.items() for arg in ("-e", f"{key}={value}")]
-    for missing_cap in [c for c in caps if c not in ("NET_BIND_SERVICE", "KILL")]:
+    for missing_cap in [c for c in caps if c != "NET_BIND_SERVICE"]:
         adds = [arg for c in caps if c != missing_cap for arg in ("--cap-add", c)]
-        run = docker("run", "--rm", "--cap-drop", "ALL", *adds, *env, images[service], check=False, timeout=60)
+        run = docker("run", "--rm", "--cap-drop", "ALL", *adds, *env, root_images[service], check=False, timeout=60)
         assert run.returncode != 0, f"{service} ran without CAP_{missing_cap}: {run}"
+        assert f"needs CAP_{missing_cap}" in run.stderr or missing_cap in ("SETUID", "SETGID"), run.stderr
     name = f"homelab-test-caps-{uuid.uuid4().hex[:8]}"
     adds = [arg for c in caps for arg in ("--cap-add", c)]
-    docker("run", "-d", "--name", name, "--cap-drop", "ALL", *adds, *env, images[service])
+    docker("run", "-d", "--name", name, "--cap-drop", "ALL", *adds, *env, root_images[service])
     try:
         health = facts.health
         url = f"http://127.0.0.1:{health.port}{health.path or '/'}"  # type: ignore[union-attr]
@@ -189,3 +203,94 @@ def test_a_root_image_runs_with_exactly_its_capabilities_and_not_one_less(images
         assert any(line.split()[0] == "app" and "httpd" in line for line in users), users  # as gosu/su-exec do
     finally:
         docker("rm", "-f", name, check=False)
+
+
+# the REAL NGINX of the edge image (Debian's nginx-light, standins.nginx_edge_image from the Dockerfile homelab
+# renders) with the privileged parts of our nginx.conf: root master on :80, `user www-data` workers, the
+# temp paths NGINX was built with (nginx -V: /var/lib/nginx/*)
+EDGE_NGINX_CONF = """user www-data;
+pid /run/nginx.pid;
+events {}
+http {
+    server { listen 80; location = /healthz { return 200 "ok\\n"; } }
+}
+"""
+# what NGINX logs when it is refused each capability (src/core/ngx_file.c ngx_create_paths,
+# src/os/unix/ngx_process_cycle.c ngx_worker_process_init)
+EDGE_NGINX_REFUSED = {
+    "CHOWN": 'chown("/var/lib/nginx/body", 33) failed (1: Operation not permitted)',
+    "SETGID": "setgid(33) failed (1: Operation not permitted)",
+    "SETUID": "setuid(33) failed (1: Operation not permitted)",
+}
+
+
+def _serves(name: str) -> bool:
+    # GNU wget: one try, 3 s (a master without workers accepts the connection and never answers)
+    url = "http://127.0.0.1/healthz"
+    probe = docker("exec", name, "wget", "-q", "-T", "3", "-t", "1", "-O", "-", url, check=False, timeout=20)
+    return probe.returncode == 0 and probe.stdout == "ok\n"
+
+
+def _workers(name: str) -> set[tuple[str, str]]:
+    """(uid, pid) of each NGINX worker, from the host's ps (the image has none)."""
+    rows = docker("top", name, "-o", "uid,pid,args").stdout.splitlines()[1:]
+    return {(row.split()[0], row.split()[1]) for row in rows if "nginx: worker process" in row}
+
+
+def test_the_nginx_edge_runs_with_exactly_its_capabilities_and_not_one_less(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Without CHOWN, SETGID or SETUID the real NGINX serves nothing and logs the refused call; with exactly
+    the facts' list its workers run as www-data, a reload replaces them and a stop ends it cleanly (the
+    master reaches its workers over its channel: no KILL). NET_BIND_SERVICE is not shown failing (Docker
+    >= 20.10 lets any uid bind :80 in a container)."""
+    from homelab.render.templating import render_template
+
+    facts = next(f for f in all_facts().values() if f.name == "nginx")
+    caps = sorted(facts.capabilities or {})
+    assert caps == ["CHOWN", "NET_BIND_SERVICE", "SETGID", "SETUID"], caps
+    image = nginx_edge_image(tmp_path, render_template("nginx.Dockerfile.j2"), tag=f"{PREFIX}/nginx:caps")
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(EDGE_NGINX_CONF)
+    mount = ["-v", f"{conf}:/etc/nginx/nginx.conf:ro"]
+    names = []
+
+    def start(adds: list[str]) -> str:
+        name = f"homelab-test-nginx-caps-{uuid.uuid4().hex[:8]}"
+        names.append(name)
+        docker(
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--cap-drop",
+            "ALL",
+            *(a for c in adds for a in ("--cap-add", c)),
+            *mount,
+            image,
+        )
+        return name
+
+    try:
+        for missing_cap, refused in EDGE_NGINX_REFUSED.items():
+            name = start([c for c in caps if c != missing_cap])
+
+            def refused_and_logged(name: str = name, refused: str = refused) -> bool:
+                logs = docker("logs", name, check=False)
+                return refused in logs.stdout + logs.stderr
+
+            wait_for(refused_and_logged, 30, f"NGINX without CAP_{missing_cap} to log {refused}")
+            assert not _serves(name), f"NGINX served without CAP_{missing_cap}"
+        name = start(caps)
+        wait_for(lambda: _serves(name), 30, f"NGINX with exactly {caps}")
+        before = _workers(name)
+        assert before and {uid for uid, _ in before} == {"33"}, before  # www-data
+        docker("exec", name, "nginx", "-s", "reload")
+        wait_for(lambda: _workers(name) and not _workers(name) & before, 30, "NGINX's workers replaced by a reload")
+        assert {uid for uid, _ in _workers(name)} == {"33"} and _serves(name)
+        began = time.monotonic()
+        docker("stop", "-t", "20", name)
+        assert time.monotonic() - began < 10, "NGINX needed the engine's SIGKILL to stop"
+        assert _state(name)["ExitCode"] == 0, _state(name)
+    finally:
+        for name in names:
+            docker("rm", "-f", name, check=False)
+        docker("rmi", "-f", f"{PREFIX}/nginx:caps", check=False)
