@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dockerlab import free_port, make_deployment, remove_homelab_resources, wait_for
-from standins import PREFIX, docker, faithful_image, nginx_edge_image
+from standins import IMAGE_PATH, PREFIX, Rootfs, add_debian_packages, docker, faithful_image, nginx_edge_image
 
 from homelab.images.facts import all_facts
 
@@ -294,3 +294,96 @@ def test_the_nginx_edge_runs_with_exactly_its_capabilities_and_not_one_less(engi
         for name in names:
             docker("rm", "-f", name, check=False)
         docker("rmi", "-f", f"{PREFIX}/nginx:caps", check=False)
+
+
+# the REAL collectd of our image (Debian's collectd-core, the package collectd.Dockerfile.j2 installs, with
+# libatasmart for the smart plugin) with the privileged parts of our collectd.conf: an exec program run as
+# nobody (our backup-status and cert-expiry programs) and the smart plugin. The probe program reports a
+# value every second and, on collectd's SIGTERM at shutdown, leaves a mark in /tmp.
+COLLECTD_CONF = """Hostname "capstest"
+FQDNLookup false
+Interval 1
+LoadPlugin logfile
+<Plugin logfile>
+  LogLevel info
+  File STDOUT
+</Plugin>
+LoadPlugin unixsock
+<Plugin unixsock>
+  SocketFile "/run/collectd.sock"
+</Plugin>
+LoadPlugin smart
+LoadPlugin exec
+<Plugin exec>
+  Exec "nobody" "/usr/bin/dash" "/etc/collectd/probe.sh"
+</Plugin>
+"""
+COLLECTD_PROBE = """trap 'echo stopped > /tmp/probe-stopped; exit 0' TERM
+while :; do echo "PUTVAL capstest/exec-probe/gauge-up interval=1 N:1"; sleep 1 & wait $!; done
+"""
+PROBE_VALUE = "capstest/exec-probe/gauge-up"
+
+
+def _collectd_image(workdir: Path) -> str:
+    root = Rootfs(workdir / "collectd.tar")
+    add_debian_packages(root, ("dash", "coreutils", "collectd-core", "collectd-utils", "libatasmart4"))
+    root.dir("run")
+    return root.import_as(f"{PREFIX}/collectd:caps", f"ENV PATH={IMAGE_PATH}")
+
+
+def test_collectd_runs_with_exactly_its_capabilities_and_not_one_less(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Without SETGID or SETUID the exec program never runs as nobody (collectd logs the refused call and
+    its value never arrives); without KILL collectd cannot stop it (no SIGTERM reaches it); without
+    SYS_RAWIO collectd itself says the smart plugin will fail. With exactly the facts' list: the value
+    arrives from a process of uid 65534, collectd's SIGTERM reaches it at stop, and smart does not warn."""
+    facts = next(f for f in all_facts().values() if f.name == "collectd")
+    caps = sorted(facts.capabilities or {})
+    assert caps == ["KILL", "SETGID", "SETUID", "SYS_RAWIO"], caps
+    image = _collectd_image(tmp_path)
+    (tmp_path / "collectd.conf").write_text(COLLECTD_CONF)
+    (tmp_path / "probe.sh").write_text(COLLECTD_PROBE)
+    mounts = ["-v", f"{tmp_path / 'collectd.conf'}:/etc/collectd/collectd.conf:ro"]
+    mounts += ["-v", f"{tmp_path / 'probe.sh'}:/etc/collectd/probe.sh:ro"]
+    command = ["collectd", "-f", "-C", "/etc/collectd/collectd.conf"]
+    names: list[str] = []
+
+    def run(adds: list[str]) -> str:
+        name = f"homelab-test-collectd-caps-{uuid.uuid4().hex[:8]}"
+        names.append(name)
+        cap_args = [a for c in adds for a in ("--cap-add", c)]
+        docker("run", "-d", "--name", name, "--cap-drop", "ALL", *cap_args, *mounts, image, *command)
+        return name
+
+    def logs(name: str) -> str:
+        out = docker("logs", name, check=False)
+        return out.stdout + out.stderr
+
+    def has_value(name: str) -> bool:
+        listed = docker("exec", name, "collectdctl", "-s", "/run/collectd.sock", "listval", check=False)
+        return PROBE_VALUE in listed.stdout
+
+    def stopped_mark(name: str) -> bool:
+        docker("stop", "-t", "10", name)
+        return docker("cp", f"{name}:/tmp/probe-stopped", str(tmp_path / f"{name}.mark"), check=False).returncode == 0
+
+    rawio_warning = "Running collectd as root, but the CAP_SYS_RAWIO capability is missing"
+    try:
+        for missing_cap, refused in (("SETGID", "setgid (65534) failed"), ("SETUID", "setuid (65534) failed")):
+            name = run([c for c in caps if c != missing_cap])
+            wait_for(lambda name=name, refused=refused: refused in logs(name), 30, f"collectd to log {refused}")
+            assert not has_value(name), f"the exec program ran without CAP_{missing_cap}"
+        name = run([c for c in caps if c != "KILL"])
+        wait_for(lambda: has_value(name), 30, "the exec program's value without KILL")
+        assert not stopped_mark(name), "collectd's SIGTERM reached nobody's program without CAP_KILL"
+        name = run([c for c in caps if c != "SYS_RAWIO"])
+        wait_for(lambda: rawio_warning in logs(name), 30, "collectd to say smart needs CAP_SYS_RAWIO")
+        name = run(caps)
+        wait_for(lambda: has_value(name), 30, f"the exec program's value with exactly {caps}")
+        rows = docker("top", name, "-o", "uid,args").stdout.splitlines()
+        assert any(row.split()[0] == "65534" and "probe.sh" in row for row in rows), rows
+        assert rawio_warning not in logs(name)
+        assert stopped_mark(name), "collectd's SIGTERM did not reach its exec program"
+    finally:
+        for name in names:
+            docker("rm", "-f", name, check=False)
+        docker("rmi", "-f", f"{PREFIX}/collectd:caps", check=False)
