@@ -344,7 +344,13 @@ def test_collectd_runs_with_exactly_its_capabilities_and_not_one_less(engine, tm
     (tmp_path / "probe.sh").write_text(COLLECTD_PROBE)
     mounts = ["-v", f"{tmp_path / 'collectd.conf'}:/etc/collectd/collectd.conf:ro"]
     mounts += ["-v", f"{tmp_path / 'probe.sh'}:/etc/collectd/probe.sh:ro"]
-    command = ["collectd", "-f", "-C", "/etc/collectd/collectd.conf"]
+    # collectd under a shell that outlives it: after collectd's shutdown its exec program is still there to
+    # look at, unless collectd's SIGTERM reached it (as PID 1, collectd's exit would take it along at once)
+    command = [
+        "dash",
+        "-c",
+        "collectd -f -C /etc/collectd/collectd.conf & echo $! > /run/collectd.pid; wait; sleep 600",
+    ]
     names: list[str] = []
 
     def run(adds: list[str]) -> str:
@@ -362,9 +368,16 @@ def test_collectd_runs_with_exactly_its_capabilities_and_not_one_less(engine, tm
         listed = docker("exec", name, "collectdctl", "-s", "/run/collectd.sock", "listval", check=False)
         return PROBE_VALUE in listed.stdout
 
-    def stopped_mark(name: str) -> bool:
-        docker("stop", "-t", "10", name)
-        return docker("cp", f"{name}:/tmp/probe-stopped", str(tmp_path / f"{name}.mark"), check=False).returncode == 0
+    def stop_collectd(name: str) -> None:
+        docker("exec", name, "dash", "-c", 'kill -TERM "$(cat /run/collectd.pid)"')
+        gone = ["exec", name, "dash", "-c", '! kill -0 "$(cat /run/collectd.pid)" 2>/dev/null']
+        wait_for(lambda: docker(*gone, check=False).returncode == 0, 30, "collectd to shut down")
+
+    def probe_stopped(name: str) -> bool:  # the program's TERM trap ran
+        return docker("exec", name, "test", "-e", "/tmp/probe-stopped", check=False).returncode == 0
+
+    def probe_running(name: str) -> bool:
+        return any("probe.sh" in row for row in docker("top", name, "-o", "pid,args").stdout.splitlines())
 
     rawio_warning = "Running collectd as root, but the CAP_SYS_RAWIO capability is missing"
     try:
@@ -374,15 +387,19 @@ def test_collectd_runs_with_exactly_its_capabilities_and_not_one_less(engine, tm
             assert not has_value(name), f"the exec program ran without CAP_{missing_cap}"
         name = run([c for c in caps if c != "KILL"])
         wait_for(lambda: has_value(name), 30, "the exec program's value without KILL")
-        assert not stopped_mark(name), "collectd's SIGTERM reached nobody's program without CAP_KILL"
+        stop_collectd(name)
+        time.sleep(2)  # what the trap would need, many times over
+        assert not probe_stopped(name) and probe_running(name), "collectd's SIGTERM reached it without CAP_KILL"
         name = run([c for c in caps if c != "SYS_RAWIO"])
         wait_for(lambda: rawio_warning in logs(name), 30, "collectd to say smart needs CAP_SYS_RAWIO")
         name = run(caps)
         wait_for(lambda: has_value(name), 30, f"the exec program's value with exactly {caps}")
-        rows = docker("top", name, "-o", "uid,args").stdout.splitlines()
+        rows = docker("top", name, "-o", "uid,pid,args").stdout.splitlines()
         assert any(row.split()[0] == "65534" and "probe.sh" in row for row in rows), rows
         assert rawio_warning not in logs(name)
-        assert stopped_mark(name), "collectd's SIGTERM did not reach its exec program"
+        stop_collectd(name)
+        wait_for(lambda: probe_stopped(name), 10, "collectd's SIGTERM to reach its exec program")
+        assert not probe_running(name)
     finally:
         for name in names:
             docker("rm", "-f", name, check=False)
