@@ -255,7 +255,7 @@ def wrk(port: int, host: str, path: str, connections: int, seconds: int, *extra:
     ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if bad or "requests in" not in out:
+    if bad or "requests in" not in out or re.search(r"\s0 requests in", out):
         raise SystemExit(f"wrk against {host}:{port}{path} got errors:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p99 = re.search(r"\s99%\s+([\d.]+)(\w+)", out)
