@@ -86,11 +86,13 @@ def chart(data: dict[str, Any], out: Path) -> None:
     others = [n for n in results if n != DIRECT]
     against_direct = {
         "100 MB MB/s": [ratio(results, n, DIRECT, "bulk_mbs") for n in others],
-        "its CPU ceiling": [ceiling(results, n, "bulk_mbs") for n in others],
+        "100 MB: its CPU ceiling": [ceiling(results, n, "bulk_mbs") for n in others],
         "new conn/s": [ratio(results, n, DIRECT, "new_cps") for n in others],
-        "its CPU ceiling ": [ceiling(results, n, "new_cps") for n in others],
+        "new conn/s: its CPU ceiling": [ceiling(results, n, "new_cps") for n in others],
     }
-    bars(right, others, against_direct)
+    ceilings = {"hatch": "//", "alpha": 0.45}
+    styles = [{"color": "tab:green"}, {"color": "tab:green", **ceilings}, {"color": "tab:red"}]
+    bars(right, others, against_direct, [*styles, {"color": "tab:red", **ceilings}])
     right.set_ylabel("ratio to direct TLS (> 1 is better)")
     meta = data["meta"]
     figure.suptitle(f"TLS edge on loopback, {meta['rounds']} rounds x {meta['seconds']} s (load {meta['load']})")
@@ -98,11 +100,15 @@ def chart(data: dict[str, Any], out: Path) -> None:
     figure.savefig(out, dpi=100)
 
 
-def bars(axis: Any, names: list[str], series: dict[str, list[float]]) -> None:
+def bars(
+    axis: Any, names: list[str], series: dict[str, list[float]], styles: list[dict[str, Any]] | None = None
+) -> None:
     width = 0.8 / len(series)
     for index, (label, values) in enumerate(series.items()):
-        axis.bar([i + index * width for i in range(len(names))], values, width, label=label)
+        style = styles[index] if styles else {}
+        axis.bar([i + index * width for i in range(len(names))], values, width, label=label, **style)
     axis.axhline(1.0, color="black", linewidth=0.8)
     axis.axhline(0.95, color="grey", linewidth=0.8, linestyle="--")
     axis.set_xticks([i + (len(series) - 1) * width / 2 for i in range(len(names))], names, rotation=20)
-    axis.legend(fontsize="small")
+    axis.set_ylim(0, 1.3 * max(1.0, *(max(values) for values in series.values())))  # room for the legend
+    axis.legend(fontsize="small", ncols=2)
