@@ -15,6 +15,9 @@ Per path and round, with wrk (Debian `wrk`, one thread like the issue's measurem
   (`Connection: close`: wrk never resumes sessions, so each request is a full handshake, -c16).
 Rounds are interleaved (every path once per metric per round, the order rotated each round); ratios
 are medians of per-round ratios, so a load change on this shared box between rounds cancels out.
+Each measurement also records the CPU time of the path's processes (a proxy's backend included) and
+of wrk, per unit of work; direct TLS's total over a path's is the path's CPU ceiling against direct
+(bench/edge_report.py, docs/edge-performance.md).
 
 Usage: .venv/bin/python bench/edge.py [--rounds 3] [--seconds 5] [--json out.json] [--chart out.png]
 or --from-json out.json [--chart out.png] (table/chart only). Needs nginx and wrk (scripts/apt/edge.txt),
