@@ -9,6 +9,7 @@ from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
 from homelab.certs.expiry import TYPE_INSTANCE as CERT_TYPE_INSTANCE
 from homelab.config.models import Config
+from homelab.layout import project_name
 from homelab.metrics import (
     CPU_STATES,
     MEMORY_STATES,
@@ -20,7 +21,6 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
-from homelab.layout import project_name
 from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
 from homelab.profiles import Profile
