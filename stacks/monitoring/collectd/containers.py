@@ -33,9 +33,9 @@ container name.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PLUGIN = "container"
@@ -60,10 +60,10 @@ class Layout:
 
 
 def layout(root: str) -> Layout:
-    if os.path.isfile(os.path.join(root, "cgroup.controllers")):
+    if (Path(root) / "cgroup.controllers").is_file():
         return Layout(2, "", "")
-    if os.path.isdir(os.path.join(root, "memory")):
-        cpu = next((d for d in ("cpuacct", "cpu,cpuacct") if os.path.isdir(os.path.join(root, d))), "cpuacct")
+    if (Path(root) / "memory").is_dir():
+        cpu = next((d for d in ("cpuacct", "cpu,cpuacct") if (Path(root) / d).is_dir()), "cpuacct")
         return Layout(1, "memory", cpu)
     raise NoCgroups(
         f"containers: no cgroup hierarchy under {root} (neither v2's cgroup.controllers nor v1's memory/): "
@@ -110,9 +110,8 @@ class Usage:
     oom_kills: int  # in this cgroup, i.e. this run of the container
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="ascii") as f:
-        return f.read()
+def _read(path: Path) -> str:
+    return path.read_text(encoding="ascii")
 
 
 def _keyed(text: str) -> dict[str, int]:
@@ -121,10 +120,10 @@ def _keyed(text: str) -> dict[str, int]:
     return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
 
 
-def cgroup_dir(root: str, hierarchy: str, container_id: str) -> str | None:
+def cgroup_dir(root: str, hierarchy: str, container_id: str) -> Path | None:
     for place in PLACES:
-        path = os.path.join(root, hierarchy, place.format(id=container_id))
-        if os.path.isdir(path):
+        path = Path(root) / hierarchy / place.format(id=container_id)
+        if path.is_dir():
             return path
     return None
 
@@ -137,19 +136,19 @@ def usage(root: str, found: Layout, container_id: str) -> Usage | None:
         return None
     try:
         if found.version == 2:
-            stat = _keyed(_read(os.path.join(memory, "memory.stat")))
-            used = int(_read(os.path.join(memory, "memory.current"))) - stat.get("inactive_file", 0)
-            raw = _read(os.path.join(memory, "memory.max")).strip()
+            stat = _keyed(_read(memory / "memory.stat"))
+            used = int(_read(memory / "memory.current")) - stat.get("inactive_file", 0)
+            raw = _read(memory / "memory.max").strip()
             limit = None if raw == "max" else int(raw)
-            cpu_seconds = _keyed(_read(os.path.join(cpu, "cpu.stat")))["usage_usec"] / 1e6
-            kills = _keyed(_read(os.path.join(memory, "memory.events"))).get("oom_kill", 0)
+            cpu_seconds = _keyed(_read(cpu / "cpu.stat"))["usage_usec"] / 1e6
+            kills = _keyed(_read(memory / "memory.events")).get("oom_kill", 0)
         else:
-            stat = _keyed(_read(os.path.join(memory, "memory.stat")))
-            used = int(_read(os.path.join(memory, "memory.usage_in_bytes"))) - stat.get("total_inactive_file", 0)
-            value = int(_read(os.path.join(memory, "memory.limit_in_bytes")))
+            stat = _keyed(_read(memory / "memory.stat"))
+            used = int(_read(memory / "memory.usage_in_bytes")) - stat.get("total_inactive_file", 0)
+            value = int(_read(memory / "memory.limit_in_bytes"))
             limit = None if value >= NO_LIMIT_V1 else value
-            cpu_seconds = int(_read(os.path.join(cpu, "cpuacct.usage"))) / 1e9
-            kills = _keyed(_read(os.path.join(memory, "memory.oom_control"))).get("oom_kill", 0)
+            cpu_seconds = int(_read(cpu / "cpuacct.usage")) / 1e9
+            kills = _keyed(_read(memory / "memory.oom_control")).get("oom_kill", 0)
     except (FileNotFoundError, ProcessLookupError):  # removed while being read
         return None
     return Usage(max(used, 0), limit, cpu_seconds, kills)
@@ -174,6 +173,7 @@ class Seen:
     cpu: tuple[float, float] | None = None  # (cpu seconds, monotonic time)
     run: str = ""  # StartedAt of the run whose cgroup kills are counted below
     cgroup_kills: int = 0
+    fresh: bool = False  # the latest read of that run saw the kernel count a kill
     finished_at: str = ""
 
 
@@ -205,13 +205,13 @@ class Reader:
 
     def records(self) -> list[Record]:
         try:
-            ids = sorted(os.listdir(self.containers_dir))
+            ids = sorted(p.name for p in Path(self.containers_dir).iterdir())
         except OSError as exc:
             raise NoCgroups(f"containers: the engine's containers folder {self.containers_dir}: {exc}") from exc
         found = []
         for container_id in ids:
             try:
-                found.append(record(_read(os.path.join(self.containers_dir, container_id, "config.v2.json"))))
+                found.append(record(_read(Path(self.containers_dir) / container_id / "config.v2.json")))
             except FileNotFoundError:  # removed since the listing
                 continue
             except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
@@ -220,7 +220,8 @@ class Reader:
 
     def _kills(self, found: Record, now: Usage | None) -> int:
         """OOM kills of this container since the last read: the kernel's count in its current cgroup, and
-        an exit by the OOM killer the engine recorded, unless its run's kill was already counted."""
+        an exit by the OOM killer the engine recorded, unless the run's last read already saw the kernel
+        count that kill (read just before the cgroup went)."""
         seen = self.seen.get(found.id)
         if seen is None:  # first read: what happened before collectd started is not counted
             kills = now.oom_kills if now is not None else 0
@@ -228,14 +229,15 @@ class Reader:
             return 0
         new = 0
         if found.finished_at != seen.finished_at:  # it exited since the last read
-            if found.oom_killed and seen.cgroup_kills == 0:
+            if found.oom_killed and not seen.fresh:
                 new += 1
-            seen.finished_at, seen.run, seen.cgroup_kills = found.finished_at, "", 0
+            seen.finished_at, seen.run, seen.cgroup_kills, seen.fresh = found.finished_at, "", 0, False
         if now is not None:
             if seen.run != found.started_at:  # a new run: a new cgroup, counting from 0
                 seen.run, seen.cgroup_kills = found.started_at, 0
-            new += max(now.oom_kills - seen.cgroup_kills, 0)
-            seen.cgroup_kills = max(now.oom_kills, seen.cgroup_kills)
+            counted = max(now.oom_kills - seen.cgroup_kills, 0)
+            new += counted
+            seen.cgroup_kills, seen.fresh = max(now.oom_kills, seen.cgroup_kills), counted > 0
         return new
 
     def _cpu_percent(self, container_id: str, now: Usage) -> float | None:
