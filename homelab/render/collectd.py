@@ -54,6 +54,10 @@ def collectd_conf(
     sensors = states.options["sensors"] if states else []
     assert isinstance(sensors, list)
     discrete = [(_collectd_string(name, f"the inventory's sensor {name!r}"), key) for name, key in sensors]
+    containers = catalog.plugin("containers")
+    services = containers.options["services"] if containers else []
+    assert isinstance(services, list)
+    named = [[_collectd_string(str(part), f"the service {entry[0]!r}") for part in entry] for entry in services]
     return render_template(
         "collectd.conf.j2",
         host=catalog.host,
@@ -65,6 +69,7 @@ def collectd_conf(
         python_module_dir=python_module_dir,
         discrete=discrete,
         python_plugins=[p.name for p in plugins if p.name in PYTHON_PLUGINS],
+        services=named,
         cgroup_root=cgroup_root,
         containers_dir=containers_dir,
         exec_user=EXEC_USER,
