@@ -46,8 +46,8 @@ COMPOSE_PROJECT, COMPOSE_SERVICE = "com.docker.compose.project", "com.docker.com
 STACK_NAMESPACE, SWARM_SERVICE = "com.docker.stack.namespace", "com.docker.swarm.service.name"
 
 
-class NoCgroups(Exception):
-    """Neither a cgroup v2 nor a v1 memory hierarchy under the configured root."""
+class Unreadable(Exception):
+    """No cgroup hierarchy (neither v2 nor v1's memory) under the configured root, or no containers folder."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def layout(root: str) -> Layout:
     if (Path(root) / "memory").is_dir():
         cpu = next((d for d in ("cpuacct", "cpu,cpuacct") if (Path(root) / d).is_dir()), "cpuacct")
         return Layout(1, "memory", cpu)
-    raise NoCgroups(
+    raise Unreadable(
         f"containers: no cgroup hierarchy under {root} (neither v2's cgroup.controllers nor v1's memory/): "
         "mount the host's /sys/fs/cgroup there read-only"
     )
@@ -207,7 +207,7 @@ class Reader:
         try:
             ids = sorted(p.name for p in Path(self.containers_dir).iterdir())
         except OSError as exc:
-            raise NoCgroups(f"containers: the engine's containers folder {self.containers_dir}: {exc}") from exc
+            raise Unreadable(f"containers: the engine's containers folder {self.containers_dir}: {exc}") from exc
         found = []
         for container_id in ids:
             try:
@@ -273,7 +273,7 @@ class Reader:
     def read(self) -> None:
         try:
             totals = self.totals()
-        except NoCgroups as exc:
+        except Unreadable as exc:
             if str(exc) != self.complained:  # once, not every interval
                 self.collectd.error(str(exc))
                 self.complained = str(exc)
