@@ -141,7 +141,7 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
         derived = f", {entry.derived_files} under derived names" if entry.derived_files else ""
         say(
             f"{entry.result:7} {d.key} -> {remote}: {files} files{derived}, "
-            f"{entry.transferred_files} written, {entry.checked_files} cryptchecked"
+            f"{entry.transferred_files} written, {entry.checked_files} checked"
         )
     return failures
 
@@ -213,7 +213,9 @@ def _sync_one(
 
 
 def _sync_part(ctx: Context, part: Part, label: str, progress: ProgressFn | None) -> tuple[Result, CheckResult]:
-    """Sync one part, cryptchecking the objects it wrote while it writes the others."""
+    """Sync one part. Each object written is checked: by crypt as it uploads (the hash of the encrypted bytes
+    sent against the hash the remote gives for what it stored: rclone_log._HASH_OK), else - the remote gave
+    no hash - by a cryptcheck, while the sync writes the others (which fails when it finds no hash either)."""
     checker = CheckAsWritten(ctx.rclone, part, label)
     sync = ctx.rclone.sync(
         part.source,
@@ -225,4 +227,6 @@ def _sync_part(ctx: Context, part: Part, label: str, progress: ProgressFn | None
         skip=part.skip,
         follow_links=part.follow_links,
     )
-    return sync, checker.finish(sync.copied)
+    checked = checker.finish(sync.unverified)
+    checked.matched += len(sync.copied) - len(sync.unverified)
+    return sync, checked

@@ -195,13 +195,14 @@ class Rclone:
         on_copied: CopiedFn | None = None,
         *,
         watched: bool = True,
+        level: str = "INFO",
     ) -> Result:
         """Run a long command with a JSON log file; while it runs, report stats and each object it finished
         writing, and (when watched) stop it when it makes no progress for the stall limit; then parse errors."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{label}.log"
         log.unlink(missing_ok=True)
-        argv = [*args, "--use-json-log", "--log-level", "INFO", "--stats", "1s", "--stats-log-level", "NOTICE"]
+        argv = [*args, "--use-json-log", "--log-level", level, "--stats", "1s", "--stats-log-level", "NOTICE"]
         tail = Tail(log, progress, on_copied, stall=self.stall_timeout if watched else float("inf"))
         proc, stopped = process.supervised(
             self.argv(*argv, "--log-file", str(log)), watchdog=tail.poll, redactions=self.redactions
@@ -232,7 +233,9 @@ class Rclone:
     ) -> Result:
         args = ["sync", str(source), dst, "--backup-dir", backup_dir, "--create-empty-src-dirs"]
         args += self._reading(label, skip, follow_links)
-        return self.logged([*args, "--transfers", "4", "--checkers", "8"], label, progress, on_copied)
+        # DEBUG: the line saying crypt checked each upload by hash (rclone_log._HASH_OK)
+        args += ["--transfers", "4", "--checkers", "8"]
+        return self.logged(args, label, progress, on_copied, level="DEBUG")
 
     def _reading(self, label: str, skip: Sequence[str], follow_links: bool) -> list[str]:
         """How a sync or check reads the source: symlinks as links (or followed), names compared exactly (not
