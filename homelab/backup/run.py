@@ -1,6 +1,7 @@
 """`backup run`: per dataset and remote, snapshot -> read it -> `rclone sync` to `<crypt>:current/<app>/<role>`
 with `--backup-dir <crypt>:archive/<run>/<app>/<role>` (what a run replaces or deletes is kept there) ->
-cryptcheck of the objects this run wrote, batch by batch while the sync writes the rest -> the snapshot's
+each object written checked (by crypt's hash comparison as it uploads, else cryptchecked batch by batch
+while the sync writes the rest: _sync_part) -> the snapshot's
 listing (owners, modes, mtimes), kept here and on the remote -> a typed record -> prune by the retention
 policy. Leftover `.partial` uploads of an interrupted run are removed first. Names the remote cannot hold
 (homelab.backup.names) are left out of that sync and uploaded under derived names by a second one, into
