@@ -213,7 +213,8 @@ def test_names_are_spelled_as_rclone_spells_them() -> None:
 
 
 def test_uploads_checked_by_hash_are_told_from_the_others(tmp_path: Path) -> None:
-    # lines of rclone 1.75 `sync --log-level DEBUG --use-json-log` to a crypt remote over a local folder
+    # lines of rclone 1.75 `sync --log-level DEBUG --use-json-log` to a crypt remote over a local folder, in its
+    # compact form (`"level":"debug"`, then msg and object)
     lines = [
         {"level": "debug", "msg": "Need to transfer - File not found at Destination", "object": "new\u240aline"},
         {
@@ -228,7 +229,7 @@ def test_uploads_checked_by_hash_are_told_from_the_others(tmp_path: Path) -> Non
         {"level": "info", "msg": "Copied (new)", "object": "sub/b"},
     ]
     log = tmp_path / "sync.log"
-    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    log.write_text("".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n" for x in lines))
     result = parse_log(log, 0)
     assert result.copied == ["new\u240aline", "sub/b"] and result.verified == ["new\u240aline"]
     assert result.unverified == ["sub/b"]
