@@ -15,6 +15,9 @@ Per path and round, with wrk (Debian `wrk`, one thread like the issue's measurem
   (`Connection: close`: wrk never resumes sessions, so each request is a full handshake, -c16).
 Rounds are interleaved (every path once per metric per round, the order rotated each round); ratios
 are medians of per-round ratios, so a load change on this shared box between rounds cancels out.
+Each measurement also records the CPU time of the path's processes (a proxy's backend included) and
+of wrk, per unit of work; direct TLS's total over a path's is the path's CPU ceiling against direct
+(bench/edge_report.py, docs/edge-performance.md).
 
 Usage: .venv/bin/python bench/edge.py [--rounds 3] [--seconds 5] [--json out.json] [--chart out.png]
 or --from-json out.json [--chart out.png] (table/chart only). Needs nginx and wrk (scripts/apt/edge.txt),
@@ -28,8 +31,8 @@ import contextlib
 import json
 import os
 import re
+import resource
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
+from bench.edge_report import BASELINE, COSTS, DIRECT, METRICS, STOCK, chart, costs, table  # noqa: E402
 from homelab.render import tls_policy  # noqa: E402
 from homelab.render.edge_nginx import nginx_conf  # noqa: E402
 from homelab.render.edge_traefik import dynamic_config, static_config  # noqa: E402
@@ -61,8 +65,7 @@ from tests.contract.edge_support import (  # noqa: E402
 
 HOST, WS_HOST = "git.example.com", "rstudio.example.com"  # a plain route and a websocket-enabled one
 BULK_BYTES = 100 * 1000 * 1000
-METRICS = ("rps", "p99_ms", "bulk_mbs", "new_cps")
-BASELINE, DIRECT, STOCK = "tuned", "direct", "traefik"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 TEMPS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 TEMP_PATHS = "".join(f"    {t}_temp_path @SCRATCH@/{t};\n" for t in TEMPS)
@@ -110,6 +113,10 @@ class Bench:
         for path in self.files.iterdir():
             path.chmod(0o644)
         self.endpoints: dict[str, tuple[int, str]] = {}
+        # each path's process groups (`running` starts every program as a group leader): its own and,
+        # for a proxy, the backend's, so a proxy is charged for the work it makes the backend do
+        self.groups: dict[str, list[int]] = {}
+        self.backend_group = 0
 
     def start_nginx(self, name: str, text: str, port: int, host: str) -> None:
         folder = self.folder / name
@@ -124,8 +131,14 @@ class Bench:
             raise SystemExit(f"{name}: nginx -t failed:\n{check.stderr}")
         process = self.stack.enter_context(running([*argv, "-g", "daemon off;"], folder / "nginx.out", folder))
         self.wait(name, port, process, folder / "error.log")
-        if name != "backend":  # plain HTTP, the others' upstream
-            self.endpoints[name] = (port, host)
+        if name == "backend":  # plain HTTP, the others' upstream
+            self.backend_group = process.pid
+        else:
+            self.add_endpoint(name, port, host, process.pid)
+
+    def add_endpoint(self, name: str, port: int, host: str, group: int) -> None:
+        self.endpoints[name] = (port, host)
+        self.groups[name] = [group] if name == DIRECT else [group, self.backend_group]
 
     def wait(self, name: str, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
         def listening() -> bool:
@@ -182,7 +195,7 @@ class Bench:
         process = self.stack.enter_context(running(argv, log, folder))
         for host in hosts:
             wait_until(lambda host=host: wrk_status(port, host) == 200, f"{name} to route {host}", process, log, 30)
-            self.endpoints[name if host == HOST else f"{name}-ws"] = (port, host)
+            self.add_endpoint(name if host == HOST else f"{name}-ws", port, host, process.pid)
 
     def start_our_nginx(self, backend: int) -> None:
         folder, port = self.folder / "nginx-edge", free_port()
@@ -199,7 +212,7 @@ class Bench:
         )
         text = nginx_config_for_test(text, folder, Path("@SCRATCH@"))
         self.start_nginx("nginx-edge", text, port, HOST)
-        self.endpoints["nginx-edge-ws"] = (port, WS_HOST)
+        self.add_endpoint("nginx-edge-ws", port, WS_HOST, self.groups["nginx-edge"][0])
 
     def start_our_traefik(self, backend: int) -> None:
         folder = self.folder / "traefik-edge"
@@ -239,11 +252,13 @@ def wrk(port: int, host: str, path: str, connections: int, seconds: int, *extra:
     script = Path(tempfile.gettempdir()) / "homelab-bench-edge.lua"
     script.write_text(LOOPBACK_LUA)
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "--latency", "-s", str(script)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
         [*argv, *extra, f"https://{host}:{port}{path}"], capture_output=True, text=True, timeout=seconds + 60
     ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if bad or "requests in" not in out:
+    if bad or "requests in" not in out or re.search(r"\s0 requests in", out):
         raise SystemExit(f"wrk against {host}:{port}{path} got errors:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p99 = re.search(r"\s99%\s+([\d.]+)(\w+)", out)
@@ -253,7 +268,21 @@ def wrk(port: int, host: str, path: str, connections: int, seconds: int, *extra:
         "rps": rps,
         "p99_ms": float(p99.group(1)) * UNITS[p99.group(2)],
         "mbs": float(transfer.group(1)) * UNITS[transfer.group(2)],
+        "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
     }
+
+
+def group_cpu(groups: list[int]) -> float:
+    """CPU seconds (user + system) used so far by the processes of these process groups."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # a process that just exited
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) in groups:  # the fields after the name: state ppid pgrp ...
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
 
 
 def wrk_status(port: int, host: str) -> int:
@@ -263,27 +292,33 @@ def wrk_status(port: int, host: str) -> int:
     return 0
 
 
-def run_rounds(
-    endpoints: dict[str, tuple[int, str]], rounds: int, seconds: int, loads: list[str]
-) -> dict[str, dict[str, list[float]]]:
-    """Every path once per metric per round; appends the load average after each round to `loads`."""
-    results: dict[str, dict[str, list[float]]] = {name: {m: [] for m in METRICS} for name in endpoints}
+def run_rounds(paths: Bench, rounds: int, seconds: int, loads: list[str]) -> dict[str, dict[str, list[float]]]:
+    """Every path once per metric per round; appends the load average after each round to `loads`.
+    Besides the metrics, `server_<metric>` and `client_<metric>` hold the CPU per unit (COSTS)."""
+    endpoints = paths.endpoints
+    keys = [*METRICS, *(f"{side}_{m}" for m in COSTS for side in ("server", "client"))]
+    results: dict[str, dict[str, list[float]]] = {name: {key: [] for key in keys} for name in endpoints}
     names = list(endpoints)
     for name in names:  # warm-up: caches, keepalive pools, Traefik's lazy setup
-        wrk(*endpoints[name], "/1k", 32, 1)
+        with contextlib.suppress(SystemExit):  # on a loaded box 1 s may end before a handshake does
+            wrk(*endpoints[name], "/1k", 32, 1)
     for number in range(rounds):
-        for kind in ("keepalive", "bulk", "handshake"):
+        for metric, path, connections, extra in (
+            ("rps", "/1k", 32, ()),
+            ("bulk_mbs", "/100m", 1, ()),
+            ("new_cps", "/1k", 16, ("-H", "Connection: close")),
+        ):
             for name in names[number % len(names) :] + names[: number % len(names)]:
-                port, host = endpoints[name]
-                if kind == "keepalive":
-                    out = wrk(port, host, "/1k", 32, seconds)
-                    results[name]["rps"].append(out["rps"])
-                    results[name]["p99_ms"].append(out["p99_ms"])
-                elif kind == "bulk":
-                    results[name]["bulk_mbs"].append(wrk(port, host, "/100m", 1, seconds)["mbs"])
-                else:
-                    out = wrk(port, host, "/1k", 16, seconds, "-H", "Connection: close")
-                    results[name]["new_cps"].append(out["rps"])
+                server = group_cpu(paths.groups[name])
+                out = wrk(*endpoints[name], path, connections, seconds, *extra)
+                server = group_cpu(paths.groups[name]) - server
+                by = results[name]
+                by[metric].append(out["mbs"] if metric == "bulk_mbs" else out["rps"])
+                if metric == "rps":
+                    by["p99_ms"].append(out["p99_ms"])
+                units = by[metric][-1] * seconds / COSTS[metric][0]
+                by[f"server_{metric}"].append(server / units)
+                by[f"client_{metric}"].append(out["cpu_s"] / units)
         loads.append(load())
         print(f"round {number + 1}/{rounds} done, load {loads[-1]}", file=sys.stderr)
     return results
@@ -294,62 +329,6 @@ def run_rounds(
 
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def ratio(results: dict[str, dict[str, list[float]]], name: str, reference: str, metric: str) -> float:
-    """The median over rounds of name/reference within each round (measured moments apart, so a load
-    change between rounds cancels out); p99 inverted, so > 1 is better for every metric."""
-    pairs = zip(results[name][metric], results[reference][metric], strict=True)
-    return statistics.median(r / v if metric == "p99_ms" else v / r for v, r in pairs)
-
-
-def table(data: dict[str, Any]) -> str:
-    """Markdown: medians, and each as a ratio to the hand-tuned proxy and to direct TLS; the Traefik
-    edge also against stock Traefik."""
-    results = data["results"]
-    lines = [
-        "| path | 1 KiB req/s | vs tuned | vs direct | p99 ms | p99 vs tuned | 100 MB MB/s | vs direct"
-        " | new conn/s | vs direct | vs stock Traefik (req/s, p99, MB/s, conn/s) |",
-        "|---" * 11 + "|",
-    ]
-    for name, by in results.items():
-        m = {metric: statistics.median(values) for metric, values in by.items()}
-        stock = ""
-        if name.startswith("traefik-edge"):
-            stock = ", ".join(f"{ratio(results, name, STOCK, metric):.2f}" for metric in METRICS)
-        lines.append(
-            f"| {name} | {m['rps']:.0f} | {ratio(results, name, BASELINE, 'rps'):.2f}"
-            f" | {ratio(results, name, DIRECT, 'rps'):.2f} | {m['p99_ms']:.2f}"
-            f" | {ratio(results, name, BASELINE, 'p99_ms'):.2f} | {m['bulk_mbs']:.0f}"
-            f" | {ratio(results, name, DIRECT, 'bulk_mbs'):.2f} | {m['new_cps']:.0f}"
-            f" | {ratio(results, name, DIRECT, 'new_cps'):.2f} | {stock} |"
-        )
-    return "\n".join(lines)
-
-
-def chart(data: dict[str, Any], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [n for n in data["results"] if n != BASELINE]
-    labels = {"rps": "1 KiB req/s", "p99_ms": "p99 latency (inverted)", "bulk_mbs": "100 MB MB/s"}
-    labels["new_cps"] = "new conn/s"
-    figure, axis = plt.subplots(figsize=(10, 4.5))
-    width = 0.8 / len(labels)
-    for index, (metric, label) in enumerate(labels.items()):
-        values = [ratio(data["results"], n, BASELINE, metric) for n in names]
-        axis.bar([i + index * width for i in range(len(names))], values, width, label=label)
-    axis.axhline(1.0, color="black", linewidth=0.8)
-    axis.axhline(0.95, color="grey", linewidth=0.8, linestyle="--")
-    axis.set_xticks([i + 1.5 * width for i in range(len(names))], names)
-    axis.set_ylabel("ratio to the hand-tuned NGINX proxy\n(median of per-round ratios, > 1 is better)")
-    meta = data["meta"]
-    axis.set_title(f"TLS edge on loopback, {meta['rounds']} rounds x {meta['seconds']} s (load {meta['load']})")
-    axis.legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(out, dpi=100)
 
 
 def versions() -> dict[str, str]:
@@ -368,7 +347,7 @@ def bench(rounds: int, seconds: int) -> dict[str, Any]:
         before = load()
         started = time.time()
         loads: list[str] = []
-        results = run_rounds(paths.endpoints, rounds, seconds, loads)
+        results = run_rounds(paths, rounds, seconds, loads)
     meta = {
         "rounds": rounds,
         "seconds": seconds,
@@ -392,6 +371,8 @@ def main() -> None:
         args.json.write_text(json.dumps(data, indent=1) + "\n")
     print(f"load average (1, 5, 15 min): {data['meta']['load']}; {json.dumps(data['meta'])}")
     print(table(data))
+    print()
+    print(costs(data))
     if args.chart:
         chart(data, args.chart)
 

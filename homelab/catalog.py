@@ -31,7 +31,7 @@ class Mount(_Entry):
     target: str
     dataset: str | None = None  # a dataset role of this entry
     config: str | None = None  # a rendered file/folder of this stack, relative to the stack folder
-    host: str | None = None  # a fixed host path (only the socket proxy has one)
+    host: str | None = None  # a fixed host path (the socket proxy's Docker socket, collectd's cgroups)
     storage_root: bool = False  # the whole storage root (collectd's df needs to see every dataset)
     read_only: bool | None = None
 

@@ -1,5 +1,6 @@
-"""This machine's memory: its RAM (/proc/meminfo), the memory budget on it (homelab.images.budget, the pure
-arithmetic), and the ZFS ARC cap `zfs_arc_max` the budget leaves, set by the storage step.
+"""This machine's memory: its RAM (MemTotal, homelab.runtime.machine), the memory budget on it
+(homelab.images.budget, the pure arithmetic), and the ZFS ARC cap `zfs_arc_max` the budget leaves, set
+by the storage step.
 
 Unless capped, OpenZFS on Linux lets the ARC grow to half the RAM or more (newer releases to most of it),
 and it gives memory back only under pressure, after the apps already feel it. `homelab storage apply`
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from homelab.images.budget import Budget, budget
 from homelab.plan import Plan
+from homelab.runtime.machine import Machine, MachineReader
 
 HOST_ROOT = Path("/")  # where /etc and /sys are (tests point it at a folder of their own)
 MODPROBE_FILE = Path("etc/modprobe.d/homelab-zfs-arc.conf")  # under the host's root
@@ -25,22 +27,28 @@ PARAMETER = Path("sys/module/zfs/parameters/zfs_arc_max")
 MIN_ARC_MAX = 64 << 20  # OpenZFS ignores a smaller zfs_arc_max
 
 
-def host_ram(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """This machine's RAM (MemTotal, what the kernel can hand out); None where there is no /proc."""
-    try:
-        text = meminfo.read_text(encoding="ascii")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024  # the kernel prints kB (KiB)
-    return None
+def host_budget(plan: Plan, machine: MachineReader | None = None) -> Budget:
+    """The budget on this machine (doctor, storage apply run on the box itself): its own RAM, the
+    profile's where /proc/meminfo is unreadable."""
+    ram = (machine or Machine()).mem_total()
+    if ram is None:
+        return budget(plan, ram_why=f"profile {plan.profile.name}: /proc/meminfo unreadable")
+    return budget(plan, ram, "host", "host: MemTotal in /proc/meminfo")
 
 
-def host_budget(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> Budget:
-    """The budget on this machine (doctor, storage apply): its own RAM, the profile's where unreadable."""
-    ram = host_ram(meminfo)
-    return budget(plan) if ram is None else budget(plan, ram, "host")
+def planning_budget(plan: Plan, machine: MachineReader | None = None) -> Budget:
+    """The budget `plan` shows: this machine's RAM when it is the server (its host name is
+    `server.hostname`: planning on the box before `up`), the hardware profile's otherwise (planning
+    for the box from another machine, e.g. a laptop or CI)."""
+    machine = machine or Machine()
+    here, server = machine.hostname(), plan.config.server.hostname
+    if here.lower() != server.lower():
+        why = f"profile {plan.profile.name}: this machine {here!r} is not server.hostname {server!r}"
+        return budget(plan, ram_why=why)
+    ram = machine.mem_total()
+    if ram is None:
+        return budget(plan, ram_why=f"profile {plan.profile.name}: /proc/meminfo unreadable on {here!r}")
+    return budget(plan, ram, "host", f"host: this machine is server.hostname {server!r}, MemTotal in /proc/meminfo")
 
 
 def modprobe_conf(arc_max: int) -> str:

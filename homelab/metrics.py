@@ -304,10 +304,12 @@ def build_catalog(
     dataset_paths: list[str] | None = None,
     inventory: Inventory | None = None,
     cert_expiry: tuple[list[str], list[str]] = ([], []),
+    services: list[tuple[str, str]] | None = None,
 ) -> Catalog:
     """Every plugin and series for this server. `dataset_paths`: mountpoints to watch with df. The BMC's
     sensors come from the inventory when there is one, else from the profile. `cert_expiry`: the served
-    names and the certificate expiry program's arguments (homelab/certs/expiry.py)."""
+    names and the certificate expiry program's arguments (homelab/certs/expiry.py). `services`: the
+    (stack, service) pairs whose containers get memory, CPU, OOM kill and restart series."""
     from homelab.monitoring.catalog_builder import Builder
 
     builder = Builder(config, profile, inventory)
@@ -317,6 +319,7 @@ def build_catalog(
     builder.storage(dataset_paths or [])
     builder.system()
     builder.edge_and_backup(*cert_expiry)
+    builder.containers(services or [])
     interval = config.monitoring.interval
     return Catalog(
         config.server.hostname, interval, tuple(builder.plugins), tuple(builder.series), retentions(interval)
@@ -331,8 +334,11 @@ def df_instance(mountpoint: str) -> str:
 
 
 def catalog_for(plan: Plan) -> Catalog:
-    """The catalog of a plan: df watches every dataset's mountpoint, the expiry program every served name."""
+    """The catalog of a plan: df watches every dataset's mountpoint, the expiry program every served name,
+    the containers plugin every service."""
     from homelab.certs.expiry import exec_args, served_names
 
     certs = (served_names(plan), exec_args(plan))
-    return build_catalog(plan.config, plan.profile, [d.path for d in plan.datasets], plan.inventory, certs)
+    services = [(stack.name, name) for stack in plan.stacks.values() for name in stack.services]
+    datasets = [d.path for d in plan.datasets]
+    return build_catalog(plan.config, plan.profile, datasets, plan.inventory, certs, services)

@@ -53,21 +53,24 @@ def plan(
     force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the memory budget (reservations, limits, ZFS ARC cap against the profile's RAM), then what
-    render would change: files new/changed/identical and the stacks affected."""
+    """Show the memory budget (reservations, limits, ZFS ARC cap against this machine's RAM when it is
+    server.hostname, else the profile's), then what render would change: files new/changed/identical and
+    the stacks affected. Exit 1 when the reservations do not fit this machine's RAM."""
     from homelab.config.loader import load
-    from homelab.images.budget import budget
+    from homelab.memory import planning_budget
     from homelab.project import render_project
 
     result = render_project(load(config), out, force=force, dry_run=True)
-    box = budget(result.plan)
+    box = planning_budget(result.plan)
+    failed = box.problems()  # only on this machine: past the profile's RAM the config is refused (exit 2)
     if as_json:
-        emit_json({**report_json(result, config), "budget": box.as_json()})
-        return
+        emit_json({**report_json(result, config), "ok": not failed, "budget": box.as_json()})
+        raise typer.Exit(1 if failed else 0)
     typer.echo("memory budget (docs/resources.md):")
-    for line in [*box.summary(), *(f"warn: {w}" for w in box.warnings())]:
+    for line in [*box.summary(), *(f"fail: {p}" for p in failed), *(f"warn: {w}" for w in box.warnings())]:
         typer.echo(f"  {line}")
     print_report(result, applied=False)
+    raise typer.Exit(1 if failed else 0)
 
 
 @app.command()

@@ -31,7 +31,8 @@ class Line:
 class Budget:
     ram: int
     lines: tuple[Line, ...]
-    ram_source: str = "profile"  # "profile" (memory_gb) or "host" (/proc/meminfo)
+    ram_source: str = "profile"  # "profile" (memory_gb) or "host" (this machine's MemTotal)
+    ram_why: str = ""  # the source and why it was chosen, as `plan` prints it (homelab.memory.planning_budget)
 
     @property
     def reserved(self) -> int:
@@ -83,8 +84,9 @@ class Budget:
     def summary(self) -> list[str]:
         """The budget as `plan` and `doctor` print it: the totals, then one line per service."""
         rows = [
-            f"RAM {_gib(self.ram)} ({self.ram_source}) - {_gib(OS_HEADROOM)} for the OS = {_gib(self.for_apps)} "
-            f"for apps; reservations {_gib(self.reserved)}; ZFS ARC cap {_gib(self.arc_max)}; limits "
+            f"RAM {_gib(self.ram)} ({self.ram_why or self.ram_source}) - {_gib(OS_HEADROOM)} for the OS = "
+            f"{_gib(self.for_apps)} for apps; reservations {_gib(self.reserved)}; "
+            f"ZFS ARC cap {_gib(self.arc_max)}; limits "
             f"{_gib(self.limits)} ({self.overcommit:.2f}x, warning past {OVERCOMMIT_FACTOR}x)"
         ]
         rows += [
@@ -97,6 +99,7 @@ class Budget:
         return {
             "ram": self.ram,
             "ram_source": self.ram_source,
+            "ram_why": self.ram_why,
             "os_headroom": OS_HEADROOM,
             "for_apps": self.for_apps,
             "reserved": self.reserved,
@@ -110,7 +113,7 @@ class Budget:
         }
 
 
-def budget(plan: Plan, ram: int | None = None, ram_source: str = "profile") -> Budget:
+def budget(plan: Plan, ram: int | None = None, ram_source: str = "profile", ram_why: str = "") -> Budget:
     """The plan's budget against `ram` bytes; by default the hardware profile's memory."""
     lines = []
     for stack in plan.stacks.values():
@@ -119,7 +122,7 @@ def budget(plan: Plan, ram: int | None = None, ram_source: str = "profile") -> B
             if r and r.memory:
                 reservation = size_bytes(r.reservation) if r.reservation else 0
                 lines.append(Line(f"{stack.name}/{service.name}", reservation, size_bytes(r.memory)))
-    return Budget(plan.profile.memory_gb * GIB if ram is None else ram, tuple(lines), ram_source)
+    return Budget(plan.profile.memory_gb * GIB if ram is None else ram, tuple(lines), ram_source, ram_why)
 
 
 def over_budget(plan: Plan, loaded: LoadedConfig) -> list[str]:

@@ -9,6 +9,7 @@ from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
 from homelab.certs.expiry import TYPE_INSTANCE as CERT_TYPE_INSTANCE
 from homelab.config.models import Config
+from homelab.layout import project_name
 from homelab.metrics import (
     CPU_STATES,
     MEMORY_STATES,
@@ -20,6 +21,7 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
+from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
 from homelab.profiles import Profile
 
@@ -156,3 +158,18 @@ class Builder:
             self.add(CERT_PLUGIN, name, CERT_TYPE, CERT_TYPE_INSTANCE, "days", f"{name} certificate")
         if remotes or cert_args:
             self.plugins.append(Plugin("exec", {"backup_remotes": remotes, "cert_expiry": cert_args}))
+
+    def containers(self, services: list[tuple[str, str]]) -> None:
+        """Each service's containers (homelab's containers python plugin): memory in use and its limit,
+        CPU, OOM kills and restarts. Named `<stack>-<service>`, whichever container runs it."""
+        if not services:
+            return
+        listed = [(f"{stack}-{service}", project_name(stack), service) for stack, service in services]
+        self.plugins.append(Plugin("containers", {"services": listed}, needs_hardware=True))
+        for (stack, service), (key, _project, _service) in zip(services, listed, strict=True):
+            label = f"{stack}/{service}"
+            self.add(CONTAINER_PLUGIN, key, "memory", "used", "bytes", f"{label} memory")
+            self.add(CONTAINER_PLUGIN, key, "memory", "limit", "bytes", f"{label} limit")
+            self.add(CONTAINER_PLUGIN, key, "percent", "cpu", "percent", f"{label} CPU")
+            self.add(CONTAINER_PLUGIN, key, "count", "oom_kills", "count", f"{label} OOM kills")
+            self.add(CONTAINER_PLUGIN, key, "count", "restarts", "count", f"{label} restarts")

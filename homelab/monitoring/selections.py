@@ -6,6 +6,7 @@ from __future__ import annotations
 from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
 from homelab.metrics import Catalog, Series
+from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 
 
 def cpu_temperatures(catalog: Catalog) -> list[Series]:
@@ -64,3 +65,28 @@ def pool_used_percent_target(catalog: Catalog) -> str | None:
         return None
     used_sum = f"sumSeries({','.join(used_paths)})"
     return f"asPercent({used_sum},sumSeries({used_sum},{free[0]}))"
+
+
+def container_memory(catalog: Catalog) -> list[Series]:
+    """Each service's containers: memory in use and their limit (homelab's containers plugin)."""
+    return catalog.select(plugin=CONTAINER_PLUGIN, type="memory")
+
+
+def container_cpu(catalog: Catalog) -> list[Series]:
+    return catalog.select(plugin=CONTAINER_PLUGIN, type="percent")
+
+
+def container_oom_kills(catalog: Catalog) -> list[Series]:
+    """OOM kills counted since collectd started, per service."""
+    return [s for s in catalog.select(plugin=CONTAINER_PLUGIN, type="count") if s.type_instance == "oom_kills"]
+
+
+def container_restarts(catalog: Catalog) -> list[Series]:
+    """The engine's restart count of each service's containers."""
+    return [s for s in catalog.select(plugin=CONTAINER_PLUGIN, type="count") if s.type_instance == "restarts"]
+
+
+def increase(series: Series) -> str:
+    """The increase of a counter at each point; a counter that starts again from 0 (collectd restarted,
+    the container recreated) gives no point there rather than a negative one."""
+    return f"nonNegativeDerivative({series.path})"

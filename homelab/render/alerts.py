@@ -22,11 +22,13 @@ from homelab.plan import Plan
 from homelab.render.grafana import DATASOURCE_UID, FOLDER
 
 NoDataState = Literal["OK", "Alerting", "NoData"]
-Reducer = Literal["max", "min", "last", "count"]
+Reducer = Literal["max", "min", "last", "count", "sum"]
 Op = Literal["gt", "lt"]
 REDUCE_MODE = "dropNN"
 WINDOW = 600  # seconds of data each rule looks at
 SILENT_WINDOW = 300
+RESTARTS = 3  # restarts of one service within RESTART_WINDOW that mean it is crash-looping
+RESTART_WINDOW = 900
 UNIT_TEXT = {"temperature": " °C", "fanspeed": " RPM", "percent": " %", "voltage": " V", "power": " W", "current": " A"}
 
 
@@ -42,6 +44,7 @@ class AlertSpec:
     summary: str
     no_data: NoDataState = "OK"
     window: int = WINDOW
+    area: Literal["hardware", "containers"] = "hardware"  # the rule's `homelab` label
 
 
 def _slug(text: str) -> str:
@@ -166,13 +169,41 @@ def _certificate_specs(catalog: Catalog) -> list[AlertSpec]:
     return specs
 
 
+def _container_specs(catalog: Catalog) -> list[AlertSpec]:
+    """Per service: any OOM kill, and RESTARTS restarts or more within RESTART_WINDOW. Both look at the
+    counters' increase, so a counter that starts again from 0 never fires; no data is OK (a service
+    that is down is the health gate's and `status`'s to show)."""
+    minutes = RESTART_WINDOW // 60
+    specs: list[AlertSpec] = []
+    for series in pick.container_oom_kills(catalog):
+        name = series.label.removesuffix(" OOM kills")
+        specs.append(
+            AlertSpec(
+                uid("oom", series.plugin_instance), f"{name} OOM-killed", pick.increase(series), "max", "gt", 0,
+                "0s", f"the kernel's OOM killer killed a process of {name} at its memory limit",
+                area="containers",
+            )
+        )  # fmt: skip
+    for series in pick.container_restarts(catalog):
+        name = series.label.removesuffix(" restarts")
+        specs.append(
+            AlertSpec(
+                uid("restarts", series.plugin_instance), f"{name} restarting repeatedly", pick.increase(series),
+                "sum", "gt", RESTARTS - 1, "0s",
+                f"{name} restarted {RESTARTS} times or more within {minutes} minutes", window=RESTART_WINDOW,
+                area="containers",
+            )
+        )  # fmt: skip
+    return specs
+
+
 def alert_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
     heartbeat = AlertSpec(
         "no-data", "Metrics missing for 5 minutes", pick.heartbeat(catalog).path, "count", "lt", 1, "0s",
         "collectd has sent nothing for 5 minutes (collectd, carbon or the host is down)", "Alerting", SILENT_WINDOW,
     )  # fmt: skip
     hardware = _cpu_specs(plan, catalog) + _disk_specs(plan, catalog) + _bmc_specs(plan, catalog)
-    return hardware + _certificate_specs(catalog) + [heartbeat]
+    return hardware + _certificate_specs(catalog) + _container_specs(catalog) + [heartbeat]
 
 
 def rule(spec: AlertSpec) -> dict[str, Any]:
@@ -213,7 +244,7 @@ def rule(spec: AlertSpec) -> dict[str, Any]:
         "execErrState": "Error",
         "for": spec.for_,
         "annotations": {"summary": spec.summary},
-        "labels": {"homelab": "hardware"},
+        "labels": {"homelab": spec.area},
     }
 
 

@@ -1,6 +1,7 @@
 """collectd's files: collectd.conf from the metric catalog, the BMC include (a secret), the backup
 status program (the certificate expiry program is a fixed file: homelab/certs/cert-expiry.sh, the
-discrete sensors' python plugin another: homelab/monitoring/bmc_states.py)."""
+discrete sensors' python plugin another: homelab/monitoring/bmc_states.py, the containers' python plugin
+a third: homelab/monitoring/containers.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ EXEC_USER = "nobody"
 BACKUP_STATUS_PROGRAM = "/usr/local/lib/homelab/backup-status"
 PYTHON_MODULE_DIR = "/usr/local/lib/homelab"  # where the collectd image installs bmc_states.py
 BMC_STATES_MODULE = Path(__file__).parent.parent / "monitoring" / "bmc_states.py"
+CONTAINERS_MODULE = Path(__file__).parent.parent / "monitoring" / "containers.py"
+# where the collectd service mounts the host's cgroups and the engine's containers folder (compose/monitoring.yaml)
+CGROUP_ROOT = "/host/sys/fs/cgroup"
+CONTAINERS_DIR = "/host/var/lib/docker/containers"
+PYTHON_PLUGINS = ("python", "containers")  # catalog plugins that are python modules of collectd's python.so
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ def collectd_conf(
     socket: str = SOCKET,
     ipmi_include: str = IPMI_INCLUDE,
     python_module_dir: str = PYTHON_MODULE_DIR,
+    cgroup_root: str = CGROUP_ROOT,
+    containers_dir: str = CONTAINERS_DIR,
     replace: dict[str, StandIn] | None = None,
 ) -> str:
     """collectd.conf for the catalog. `replace` swaps plugins for exec stand-ins (tests only)."""
@@ -46,6 +54,10 @@ def collectd_conf(
     sensors = states.options["sensors"] if states else []
     assert isinstance(sensors, list)
     discrete = [(_collectd_string(name, f"the inventory's sensor {name!r}"), key) for name, key in sensors]
+    containers = catalog.plugin("containers")
+    services = containers.options["services"] if containers else []
+    assert isinstance(services, list)
+    named = [[_collectd_string(str(part), f"the service {entry[0]!r}") for part in entry] for entry in services]
     return render_template(
         "collectd.conf.j2",
         host=catalog.host,
@@ -56,6 +68,10 @@ def collectd_conf(
         ipmi_include=ipmi_include,
         python_module_dir=python_module_dir,
         discrete=discrete,
+        python_plugins=[p.name for p in plugins if p.name in PYTHON_PLUGINS],
+        services=named,
+        cgroup_root=cgroup_root,
+        containers_dir=containers_dir,
         exec_user=EXEC_USER,
         backup_status_program=BACKUP_STATUS_PROGRAM,
         cert_expiry_program=CERT_EXPIRY_PROGRAM,
@@ -93,6 +109,10 @@ def dockerfile() -> str:
 
 def bmc_states_module() -> str:
     return BMC_STATES_MODULE.read_text(encoding="utf-8")
+
+
+def containers_module() -> str:
+    return CONTAINERS_MODULE.read_text(encoding="utf-8")
 
 
 def backup_status_script(plan: Plan) -> str:

@@ -163,6 +163,16 @@ def _network(c: Catalog) -> list[Panel]:
     ]
 
 
+def _containers(c: Catalog) -> list[Panel]:
+    """Each service's containers: a runaway shows as memory reaching its limit, OOM kills and restarts."""
+    return [
+        *_series("Memory in use and limit", pick.container_memory(c), width=24),
+        *_series("CPU (percent of one core)", pick.container_cpu(c), width=24),
+        *_series("OOM kills (since collectd started)", pick.container_oom_kills(c)),
+        *_series("Restarts", pick.container_restarts(c)),
+    ]
+
+
 @functools.cache
 def _graphite_classes() -> tuple[Any, Any]:
     """The Graphite query and its builder, made once (two classes per target cost ~6 ms of each render)."""
@@ -227,6 +237,7 @@ def dashboards(catalog: Catalog) -> dict[str, dict[str, Any]]:
         "thermals-fans": _board(host, "homelab-thermals-fans", "Thermals & fans", _thermals(catalog)),
         "disks-zfs": _board(host, "homelab-disks-zfs", "Disks & ZFS", _disks(catalog)),
         "network-edge": _board(host, "homelab-network-edge", "Network & edge", _network(catalog)),
+        "containers": _board(host, "homelab-containers", "Containers", _containers(catalog)),
     }
 
 

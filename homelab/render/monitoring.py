@@ -24,6 +24,7 @@ def render(plan: Plan, rendering: Rendering, secret_values: dict[str, str]) -> N
     rendering.add("monitoring/collectd/backup-status", collectd.backup_status_script(plan))
     rendering.add("monitoring/collectd/cert-expiry", cert_expiry_script())
     rendering.add("monitoring/collectd/bmc_states.py", collectd.bmc_states_module())
+    rendering.add("monitoring/collectd/containers.py", collectd.containers_module())
     ipmi = plan.config.monitoring.ipmi
     if ipmi.mode == "lan":
         assert ipmi.password_file is not None

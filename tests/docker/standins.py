@@ -175,6 +175,7 @@ IMAGE_START = {
     "gitea": (["/usr/bin/dumb-init", "--", "/usr/local/bin/docker-entrypoint.sh"], []),
     "jenkins": (["/usr/bin/tini", "--", "/usr/local/bin/jenkins.sh"], []),
     "plex": (["/init"], []),
+    "graphite": (["/entrypoint"], []),
     "ddclient": (["/init"], []),
 }
 # how the catalog names the service each image stands in for (the name its httpd answers with)

@@ -457,9 +457,10 @@ STAND_IN_REASONS = {
     "zfs_arc": "no ZFS kernel module (/proc/spl/kstat/zfs/arcstats)",
     "interface": "the profile's NIC (eno1) does not exist here",
     "exec": "the backup-status and cert-expiry programs live in the collectd image, not on this machine",
+    "containers": "the example's services do not run here (tests/monitoring/test_containers_real.py runs it)",
 }
 # catalog plugin names of the series a replaced collectd plugin sends
-SERIES_PLUGINS = {"exec": ("backup", "certs")}
+SERIES_PLUGINS = {"exec": ("backup", "certs"), "containers": ("container",)}
 
 
 def stand_ins(catalog: Catalog, plugins: list[str], directory: Path) -> dict[str, StandIn]:

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.real
 
 INTERVAL = 5  # seconds; the example's 10 s would make the test twice as long
 # Plugins that cannot read anything on this machine, and why: each is replaced by an exec program.
-STAND_INS = ["sensors", "thermal", "smart", "disk", "df", "zfs_arc", "interface", "exec"]
+STAND_INS = ["sensors", "thermal", "smart", "disk", "df", "zfs_arc", "interface", "exec", "containers"]
 # Plugins that read the real machine (or the simulator): cpu, memory, load, tcpconns, uptime, ipmi.
 CARBON_OUTAGE = 15  # seconds carbon-cache stays down
 DOCS_IMG_ENV = "HOMELAB_E2E_DOCS_IMG"  # set to a directory to keep the snapshot PNGs (docs/img)

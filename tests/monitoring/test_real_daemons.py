@@ -22,7 +22,14 @@ from homelab.config.models import Ipmi
 from homelab.metrics import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
-from homelab.render.collectd import ipmi_conf
+from homelab.render.collectd import (
+    CGROUP_ROOT,
+    CONTAINERS_DIR,
+    PYTHON_MODULE_DIR,
+    bmc_states_module,
+    containers_module,
+    ipmi_conf,
+)
 from homelab.render.graphite import carbon_conf
 
 pytestmark = pytest.mark.real
@@ -76,7 +83,12 @@ def localize(conf: str, tmp_path: Path, include: Path | None = None) -> str:
     conf = conf.replace('Port "2003"', f'Port "{free_port()}"')  # nothing listens: no stray traffic
     if include:
         conf = conf.replace('"/etc/collectd/ipmi.conf"', f'"{include}"')
-    return conf
+    # the python plugins' modules, as the image installs them, and the host paths its mounts show
+    (tmp_path / "bmc_states.py").write_text(bmc_states_module())
+    (tmp_path / "containers.py").write_text(containers_module())
+    conf = conf.replace(f'ModulePath "{PYTHON_MODULE_DIR}"', f'ModulePath "{tmp_path}"')
+    conf = conf.replace(f'"{CGROUP_ROOT}"', '"/sys/fs/cgroup"')
+    return conf.replace(f'"{CONTAINERS_DIR}"', '"/var/lib/docker/containers"')
 
 
 def test_checker_sees_config_errors(require_program, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ def test_every_dashboard_target_names_only_catalog_series(example_catalog) -> No
         "Thermals & fans",
         "Disks & ZFS",
         "Network & edge",
+        "Containers",
     ]
     catalog = set(example_catalog.paths())
     targets = dashboard_targets(boards)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from homelab import memory
 from homelab.cli import app
 from homelab.cli import commands as _commands  # noqa: F401 - registers the commands
 from homelab.config.loader import load
 from homelab.doctor import memory_checks
 from homelab.errors import ConfigError
 from homelab.images.budget import GIB, MIB, budget
-from homelab.memory import host_budget, host_ram, plan_arc
+from homelab.memory import host_budget, plan_arc, planning_budget
 from homelab.plan import build_plan
+from homelab.runtime.machine import Machine
+from tests.fakes.machine import FakeMachine
 
 runner = CliRunner()
 
@@ -64,17 +68,69 @@ def test_reservations_beyond_the_profiles_ram_are_refused_with_file_line(example
     ]
 
 
-def test_plan_shows_the_budget(example_config: Path) -> None:
+def test_plan_shows_the_budget(example_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "Machine", lambda: FakeMachine("laptop", 4 * GIB))  # not the server
     out = example_config.parent / "stacks"
     text = runner.invoke(app, ["plan", "-c", str(example_config), "--out", str(out)])
     assert text.exit_code == 0, text.output
     lines = text.stdout.splitlines()
     assert lines[:2] == [
         "memory budget (docs/resources.md):",
-        "  RAM 16.0 GiB (profile) - 1.0 GiB for the OS = 15.0 GiB for apps; reservations 4.3 GiB; ZFS ARC cap "
-        "10.7 GiB; limits 19.9 GiB (1.32x, warning past 1.5x)",
+        "  RAM 16.0 GiB (profile ecc-mini-itx: this machine 'laptop' is not server.hostname 'nas') - 1.0 GiB for "
+        "the OS = 15.0 GiB for apps; reservations 4.3 GiB; ZFS ARC cap 10.7 GiB; limits 19.9 GiB (1.32x, warning "
+        "past 1.5x)",
     ]
     assert "    dev/jenkins              reserves  1024 MiB  limit  4096 MiB" in lines
+
+
+def test_plan_on_the_server_uses_its_ram_and_fails_when_the_reservations_do_not_fit(
+    example_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the example's server is `nas`; this one has 4 GiB, the profile says 16: the config is valid, but
+    # the 4.3 GiB of reservations do not fit this box (exit 1, like a failed doctor check)
+    monkeypatch.setattr(memory, "Machine", lambda: FakeMachine("NAS", 4 * GIB))
+    out = example_config.parent / "stacks"
+    text = runner.invoke(app, ["plan", "-c", str(example_config), "--out", str(out)])
+    assert text.exit_code == 1, text.output
+    lines = text.stdout.splitlines()
+    assert lines[1].startswith("  RAM 4.0 GiB (host: this machine is server.hostname 'nas', MemTotal in /proc/meminfo)")
+    fails = [line for line in lines if line.startswith("  fail: ")]
+    assert len(fails) == 1 and fails[0].startswith(
+        "  fail: reservations 4.3 GiB exceed the 3.0 GiB left for apps (4.0 GiB RAM - 1.0 GiB for the OS)"
+    )
+    document = json.loads(runner.invoke(app, ["plan", "--json", "-c", str(example_config), "--out", str(out)]).stdout)
+    assert document["ok"] is False and document["budget"]["ram_source"] == "host"
+    assert document["budget"]["ram"] == 4 * GIB and document["budget"]["problems"]
+
+
+def test_planning_reads_the_ram_of_this_machine_only_when_it_is_the_server(example_config: Path) -> None:
+    plan = build_plan(load(example_config))
+    server = FakeMachine("nas", 32 * GIB)
+    box = planning_budget(plan, server)
+    assert (box.ram, box.ram_source, server.calls) == (32 * GIB, "host", ["hostname", "mem_total"])
+    laptop = FakeMachine("laptop", 32 * GIB)
+    box = planning_budget(plan, laptop)
+    assert (box.ram, box.ram_source, laptop.calls) == (16 * GIB, "profile", ["hostname"])  # never read
+    unreadable = FakeMachine("nas", None)
+    box = planning_budget(plan, unreadable)
+    assert (box.ram, box.ram_source) == (16 * GIB, "profile")
+    assert box.ram_why == "profile ecc-mini-itx: /proc/meminfo unreadable on 'nas'"
+
+
+def test_memtotal_is_read_from_meminfo_in_kib(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemFree:          123456 kB\nMemTotal:        3999996 kB\n")
+    assert Machine(meminfo).mem_total() == 3999996 * 1024
+    meminfo.write_text("MemFree:          123456 kB\n")
+    assert Machine(meminfo).mem_total() is None
+    assert Machine(tmp_path / "absent").mem_total() is None
+
+
+@pytest.mark.real
+def test_memtotal_of_this_machine_is_what_the_kernel_reports_by_sysconf() -> None:
+    """The one real read of /proc/meminfo: MemTotal is the kernel's totalram, which sysconf reports in
+    pages (glibc's _SC_PHYS_PAGES is sysinfo's totalram)."""
+    assert Machine().mem_total() == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def test_plan_json_has_the_budget_in_bytes(example_config: Path) -> None:
@@ -89,13 +145,10 @@ def test_plan_json_has_the_budget_in_bytes(example_config: Path) -> None:
 
 def test_doctor_checks_the_budget_on_this_machines_ram(example_config: Path, tmp_path: Path) -> None:
     plan = build_plan(load(example_config))
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:        3999996 kB\nMemFree:          123456 kB\n")
-    assert host_ram(meminfo) == 3999996 * 1024
-    box = host_budget(plan, meminfo)
+    box = host_budget(plan, FakeMachine(mem_total=3999996 * 1024))
     assert box.ram_source == "host" and box.problems()
     checks = list(memory_checks(box, lambda arc_max: plan_arc(arc_max, tmp_path)))
     assert [(c.level, c.name) for c in checks] == [("fail", "memory"), ("warn", "memory"), ("ok", "zfs arc")]
     assert checks[0].detail.startswith("reservations 4.3 GiB exceed the 2.8 GiB left for apps (3.8 GiB RAM")
     assert "under 64 MiB for the ARC" in checks[2].detail
-    assert host_budget(plan, tmp_path / "absent").ram_source == "profile"
+    assert host_budget(plan, FakeMachine(mem_total=None)).ram_source == "profile"

@@ -50,6 +50,10 @@ def test_dataset_override(example_config: Path) -> None:
     assert (media.name, media.path, media.properties["compression"]) == ("tank/media", "/tank/media", "off")
 
 
+# the containers plugin's reads (docs/monitoring.md, "Containers"), read-only
+COLLECTD_HOST_READS = {("collectd", "/sys/fs/cgroup"), ("collectd", "/var/lib/docker/containers")}
+
+
 def test_every_service_is_hardened_and_pinned(example_config: Path) -> None:
     plan = build_plan(load(example_config))
     for stack in plan.stacks.values():
@@ -57,7 +61,9 @@ def test_every_service_is_hardened_and_pinned(example_config: Path) -> None:
             assert ":" in service.image and not service.image.endswith(":latest"), service.name
             assert not any("docker.sock" in m.source for m in service.mounts) or service.name == "socket-proxy"
             for mount in service.mounts:
-                if not mount.source.startswith(("./", "/var/run/docker.sock")):
+                if (service.name, mount.source) in COLLECTD_HOST_READS:
+                    assert mount.read_only, mount
+                elif not mount.source.startswith(("./", "/var/run/docker.sock")):
                     assert mount.source.startswith("/tank/homelab"), (service.name, mount.source)
 
 

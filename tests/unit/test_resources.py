@@ -110,3 +110,4 @@ def test_capabilities_are_exactly_what_the_images_facts_justify() -> None:
                 assert set(spec.cap_add) <= wanted, f"{path.stem}/{name}"
             checked.add(name)
     assert {"traefik", "socket-proxy", "nextcloud", "cron", "db", "redis", "gitea", "jenkins", "grafana"} <= checked
+    assert {"plex", "graphite", "nginx", "certbot"} <= checked
