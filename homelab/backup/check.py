@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from homelab.runtime.rclone import CheckResult, RcloneDriver
@@ -17,9 +18,35 @@ CHECK_BATCH_FILES = 2000  # objects written before a check batch starts...
 CHECK_BATCH_WAIT = 2.0  # ...or seconds since the first of them was written
 
 
+@dataclass(frozen=True)
+class Part:
+    """What one sync of a dataset reads and writes: the snapshot (the names the remote cannot hold left out),
+    or the folder of derived-name objects (homelab.backup.names), read through its symlinks."""
+
+    source: Path
+    dst: str
+    archive: str  # the sync's --backup-dir
+    skip: tuple[str, ...] = ()
+    follow_links: bool = False
+
+    def check(self, rclone: RcloneDriver, label: str, files: list[str] | None = None) -> CheckResult:
+        skip = self.skip if files is None else ()  # a list of written objects holds none of them
+        return rclone.cryptcheck(
+            self.source, self.dst, label=label, files=files, skip=skip, follow_links=self.follow_links
+        )
+
+
+def absorb_part(into: CheckResult, checked: CheckResult, prefix: str) -> None:
+    """Add a part's check, its object names made relative to the dataset's folder on the remote."""
+    if prefix:
+        for found in (checked.differ, checked.missing, checked.extra):
+            found[:] = [f"{prefix}/{name}" for name in found]
+    into.absorb(checked)
+
+
 class CheckAsWritten:
-    def __init__(self, rclone: RcloneDriver, source: Path, dst: str, label: str, wait: float | None = None):
-        self.rclone, self.source, self.dst, self.label = rclone, source, dst, label
+    def __init__(self, rclone: RcloneDriver, part: Part, label: str, wait: float | None = None):
+        self.rclone, self.part, self.label = rclone, part, label
         self.wait = CHECK_BATCH_WAIT if wait is None else wait
         self.result = CheckResult()
         self._pending: list[str] = []
@@ -65,7 +92,7 @@ class CheckAsWritten:
             if not batch:
                 return
             try:
-                checked = self.rclone.cryptcheck(self.source, self.dst, label=f"{self.label}-check-{n}", files=batch)
+                checked = self.part.check(self.rclone, f"{self.label}-check-{n}", batch)
                 self.result.absorb(checked)
             except Exception as exc:  # reported as a check error, never lost in the thread
                 self.result.errors.append(f"cryptcheck could not run: {exc}")

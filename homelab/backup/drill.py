@@ -83,10 +83,10 @@ def _drill_one(ctx: Context, d: Dataset, remote: str, last: LastGood, chosen: li
     ):
         target = Path(scratch) / "restored"
         # from where a restore takes them: a run that failed since moved what it replaced to its archive
-        for root, names in listing.sources(ctx, d, remote, last.run, tree.rclone_names(chosen)).items():
-            result = ctx.rclone.copy(root, target, label=f"drill-{remote}", files=names)
-            if not result.ok:
-                return [f"{d.key} -> {remote}: {result.why('restore')}"]
+        try:
+            listing.download(ctx, d, remote, last.run, chosen, target, f"drill-{remote}")
+        except BackupError as exc:
+            return [f"{d.key} -> {remote}: {exc}"]
         tree.apply(target, chosen)
         problems = [f"{d.key}: {p}" for p in tree.differences(chosen, target)]
         for e in chosen:

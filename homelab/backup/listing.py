@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from homelab.backup import tree
+from homelab.backup import names, tree
 from homelab.backup.context import BackupError, Context
 from homelab.backup.records import DatasetRun, LastGood
 from homelab.plan import Dataset
@@ -80,7 +80,7 @@ def upload_partial(
     bad = set(damaged)
     kept, missing = [], []
     for e in entries:
-        if e.kind == "d" or (e.rclone_name not in bad and _arrived(e, found.get(e.rclone_name))):
+        if not e.has_object or (e.rclone_name not in bad and _arrived(e, found.get(e.rclone_name))):
             kept.append(e)
         else:
             missing.append(e.path)
@@ -146,3 +146,19 @@ def sources(ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[str
     if remaining:
         found[ctx.remote_path(remote, "current", d.key)] = sorted(remaining)
     return found
+
+
+def download(
+    ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[tree.Entry], target: Path, label: str
+) -> int:
+    """The objects of `wanted` as of run `run_id` into target, each derived one moved to its real name and
+    each derived symlink made; how many objects rclone copied. A copy that fails raises BackupError; an object
+    that did not come back is for the caller's comparison with the listing (tree.differences) to name."""
+    files = 0
+    for root, objects in sources(ctx, d, remote, run_id, tree.rclone_names(wanted)).items():
+        result = ctx.rclone.copy(root, target, label=label, files=objects)
+        if not result.ok:
+            raise BackupError(f"restore of {d.key} as of {run_id} failed: {result.why('copy')}")
+        files += result.stats.transfers
+    names.place(target, wanted)
+    return files

@@ -1,47 +1,145 @@
-"""Names the backup cannot keep exactly, found before anything is uploaded (the run fails naming each one):
+"""Names the remote cannot hold under their own name, stored under a short derived one.
 
-- Unicode twins: two names in one folder that differ only in normalisation (NFC "é" vs NFD "e" + U+0301).
-  rclone treats them as one object ("Duplicate object found in source - ignoring") and keeps one of them.
-- names too long for the crypt: a name of 144 bytes or more encrypts (padded to 16 bytes, base32) to more
-  than 255 characters, which most remotes (every filesystem behind local, sftp, webdav) refuse.
-- names that are not UTF-8: rclone rewrites the invalid bytes.
-- names holding U+201B (rclone's quoting character): rclone 1.75 cannot open such a file ("no such file").
+Every name the filesystem allows is backed up; these are uploaded as `.homelab-names/<sha256 of the path's
+bytes>` in the dataset's folder on the remote, and the listing (homelab.backup.tree.Entry.stored_as) keeps
+the real name, byte for byte:
+- names the crypt makes too long: a name of 144 bytes or more encrypts (padded to 16 bytes, base32) to more
+  than 255 characters, which most remotes (every filesystem behind local, sftp, webdav) refuse; and paths
+  whose encrypted form is longer than MAX_ENCRYPTED_PATH characters (PATH_MAX is 4096 on the remote's disk);
+- Unicode twins: names in one folder that differ only in normalisation (NFC "é" vs NFD "e" + U+0301), which
+  rclone treats as one object ("Duplicate object found in source - ignoring"): every one of them;
+- names that are not UTF-8 (rclone reads each invalid byte as U+FFFD) and names holding U+201B (rclone's
+  quoting character: rclone 1.75 cannot open such a file);
+- anything under a folder that is itself one of these, and a real path at `.homelab-names` (so no real name
+  can collide with a derived one).
+A symlink or folder so named has no object: the listing holds all of it (target, owner, mode, mtime).
+
+The sync leaves these names and `.homelab-names` out (rclone filters, homelab.runtime.rclone), and a second
+sync uploads the derived objects from a folder of symlinks to the snapshot's files (`stage`) with
+--copy-links, with the same --backup-dir archive as the main sync: what it replaces or deletes is kept.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import math
+import os
+import shutil
+import tempfile
 import unicodedata
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 
-from homelab.backup.tree import Entry
-from homelab.runtime.rclone import encode_name
+from homelab.backup.tree import IN_LISTING, Entry
+from homelab.runtime.rclone import LINK_SUFFIX, encode_name
 
+FOLDER = ".homelab-names"  # in the dataset's folder on the remote; a real path there is derived too
 MAX_NAME_BYTES = 143  # 144 bytes pad to 160, which base32-encodes to 256 characters
+MAX_ENCRYPTED_PATH = 3000  # characters below the dataset's folder, leaving room for the remote's own path
 QUOTE = "\u201b"
 
 
-def _shown(path: str) -> str:
-    return path if path.isprintable() else ascii(path)
+def encrypted_length(name: str) -> int:
+    """Characters of the crypt's standard encryption of a name: PKCS#7 padding to 16 bytes, base32."""
+    size = len(encode_name(name).encode("utf-8", errors="surrogateescape"))
+    return math.ceil((size // 16 + 1) * 16 * 8 / 5)
 
 
-def problems(entries: list[Entry]) -> list[str]:
-    found: list[str] = []
+def _own_name_unfit(name: str) -> bool:
+    if any("\udc80" <= c <= "\udcff" for c in name) or QUOTE in name:
+        return True
+    return len(encode_name(name).encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES
+
+
+def object_name(path: str) -> str:
+    return f"{FOLDER}/{hashlib.sha256(os.fsencode(path)).hexdigest()}"
+
+
+def assign(entries: list[Entry]) -> list[Entry]:
+    """The entries (sorted, as tree.scan gives them), those that need a derived name with `stored_as` set."""
+    unfit: set[str] = set()
+    encrypted: dict[str, int] = {"": 0}
     twins: dict[tuple[str, str], list[str]] = defaultdict(list)
     for e in entries:
         if not e.path:
             continue
         folder, _, name = e.path.rpartition("/")
-        try:
-            raw = encode_name(name).encode("utf-8")  # the crypt encrypts rclone's spelling of the name
-        except UnicodeEncodeError:
-            found.append(f"not UTF-8: {_shown(e.path)}")
+        encrypted[e.path] = encrypted[folder] + bool(folder) + encrypted_length(name)
+        if (
+            _own_name_unfit(name)
+            or encrypted[e.path] > MAX_ENCRYPTED_PATH
+            or e.path == FOLDER
+            or e.path.startswith(FOLDER + "/")
+        ):
+            unfit.add(e.path)
+        # rclone's view of the name: what it compares, normalised as its sync does
+        twins[(folder, unicodedata.normalize("NFC", encode_name(name)))].append(e.path)
+    unfit.update(p for paths in twins.values() if len(paths) > 1 for p in paths)
+    out = []
+    for e in entries:
+        if e.path and (e.path in unfit or any(p in unfit for p in _parents(e.path))):
+            e = e._replace(stored_as=object_name(e.path) if e.kind == "f" else IN_LISTING)
+        out.append(e)
+    return out
+
+
+def _parents(path: str) -> Iterator[str]:
+    parts = path.split("/")
+    for n in range(1, len(parts)):
+        yield "/".join(parts[:n])
+
+
+def derived(entries: list[Entry]) -> list[Entry]:
+    return [e for e in entries if e.stored_as]
+
+
+def skipped(entries: list[Entry]) -> list[str]:
+    """What the main sync and check leave out, as rclone names: the derived folder, and each derived entry
+    not inside a derived folder (the filter leaves out everything below a folder)."""
+    folders = {e.path for e in entries if e.kind == "d" and e.stored_as}
+    out = [FOLDER]
+    for e in derived(entries):
+        if not any(p in folders for p in _parents(e.path)):
+            out.append(encode_name(e.path) + (LINK_SUFFIX if e.kind == "l" else ""))
+    return out
+
+
+@contextlib.contextmanager
+def stage(entries: list[Entry], source: Path, scratch: Path) -> Iterator[Path]:
+    """A folder of symlinks, each named as its derived object, to the snapshot's file: what the second sync
+    and check read (with --copy-links)."""
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="names-", dir=scratch) as folder:
+        for e in derived(entries):
+            if e.stored_as != IN_LISTING:
+                (Path(folder) / Path(e.stored_as).name).symlink_to(source / e.path)
+        yield Path(folder)
+
+
+def place(target: Path, entries: list[Entry]) -> list[str]:
+    """After a download into target: each derived object moved to its real name, each derived symlink made
+    from the listing. The derived objects found missing (the caller reports them)."""
+    landed = target / FOLDER
+    holding = None
+    if landed.is_dir():
+        holding = Path(tempfile.mkdtemp(prefix=".homelab-placing-", dir=target))
+        landed.rename(holding / "objects")  # a real path under .homelab-names may be placed below
+    missing = []
+    for e in derived(entries):
+        path = target / e.path
+        if e.kind == "d":
             continue
-        if QUOTE in name:
-            found.append(f"rclone cannot read a name holding U+201B: {_shown(e.path)}")
-        if len(raw) > MAX_NAME_BYTES:
-            found.append(f"name too long for the crypt ({len(raw)} bytes, at most {MAX_NAME_BYTES}): {_shown(e.path)}")
-        twins[(folder, unicodedata.normalize("NFC", name))].append(e.path)
-    for paths in twins.values():
-        if len(paths) > 1:
-            found.append("names differing only in Unicode normalisation: " + ", ".join(_shown(p) for p in paths))
-    return found
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if e.kind == "l":
+            path.symlink_to(e.target)
+            continue
+        found = holding / "objects" / Path(e.stored_as).name if holding else None
+        if found is None or not found.exists():
+            missing.append(e.path)
+            continue
+        found.replace(path)
+    if holding:
+        shutil.rmtree(holding)
+    return missing

@@ -42,6 +42,7 @@ class DatasetRun(Part):
     transferred_files: int = 0
     transferred_bytes: int = 0
     checked_files: int = 0
+    derived_files: int = 0  # objects stored under a derived name (homelab.backup.names)
     files: int = 0
     bytes: int = 0
     manifest: str = ""  # the listing in the state folder, relative to it

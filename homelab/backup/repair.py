@@ -5,8 +5,7 @@ which a sync cannot see (crypt keeps no hashes to compare), or damage no verify 
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from homelab.backup.check import Part
 from homelab.backup.context import Context
 from homelab.runtime.rclone import CheckResult
 
@@ -23,18 +22,25 @@ def damaged(ctx: Context, key: str, remote: str) -> list[str]:
     return [p for found in newest.damaged if found.key == key and found.remote == remote for p in found.paths]
 
 
-def deep_check(ctx: Context, source: Path, dst: str, archive: str, label: str) -> tuple[CheckResult, int]:
+def deep_check(ctx: Context, part: Part, label: str) -> tuple[CheckResult, int]:
     """cryptcheck everything; what differs moves to this run's archive and is uploaded again, then checked.
     The final check, and how many objects were uploaded again."""
-    found = ctx.rclone.cryptcheck(source, dst, label=f"{label}-deep")
+    found = part.check(ctx.rclone, f"{label}-deep")
     stale = found.differ + found.missing
     if not stale or found.errors or found.extra:
         return found, 0
-    ctx.rclone.move_files(dst, archive, stale, label=f"{label}-deep-move")
-    again = ctx.rclone.sync(source, dst, backup_dir=archive, label=f"{label}-deep-sync")
+    ctx.rclone.move_files(part.dst, part.archive, stale, label=f"{label}-deep-move")
+    again = ctx.rclone.sync(
+        part.source,
+        part.dst,
+        backup_dir=part.archive,
+        label=f"{label}-deep-sync",
+        skip=part.skip,
+        follow_links=part.follow_links,
+    )
     if not again.ok:
         found.errors.append(again.why("sync"))
         return found, 0
-    checked = ctx.rclone.cryptcheck(source, dst, label=f"{label}-deep-again", files=stale)
+    checked = part.check(ctx.rclone, f"{label}-deep-again", stale)
     checked.matched += found.matched
     return checked, len(again.copied)

@@ -50,13 +50,7 @@ def restore(
     sub = (subpath or "").strip("/")
     chosen = _listing(ctx, d, remote, at)
     wanted = tree.under(chosen.entries, sub)
-    files = 0
-    label = f"restore-{remote}-{d.key.replace('/', '_')}"
-    for root, names in listing.sources(ctx, d, remote, chosen.run, tree.rclone_names(wanted)).items():
-        result = ctx.rclone.copy(root, to, label=label, files=names)
-        if not result.ok:
-            raise BackupError(f"restore of {d.key} as of {chosen.run} failed: {result.why('copy')}")
-        files += result.stats.transfers
+    files = listing.download(ctx, d, remote, chosen.run, wanted, to, f"restore-{remote}-{d.key.replace('/', '_')}")
     applied = tree.apply(to, wanted)
     lost = [p for p in tree.differences(wanted, to) if p.endswith(": not restored")]
     if lost:

@@ -1,9 +1,11 @@
 """`backup run`: per dataset and remote, snapshot -> read it -> `rclone sync` to `<crypt>:current/<app>/<role>`
 with `--backup-dir <crypt>:archive/<run>/<app>/<role>` (what a run replaces or deletes is kept there) ->
-cryptcheck of the objects this run wrote, batch by batch while the sync writes the rest -> the snapshot's
+each object written checked (by crypt's hash comparison as it uploads, else cryptchecked batch by batch
+while the sync writes the rest: _sync_part) -> the snapshot's
 listing (owners, modes, mtimes), kept here and on the remote -> a typed record -> prune by the retention
-policy. Leftover `.partial` uploads of an interrupted run are removed first. Names rclone cannot carry
-exactly (homelab.backup.names) fail the dataset before anything is uploaded, each named.
+policy. Leftover `.partial` uploads of an interrupted run are removed first. Names the remote cannot hold
+(homelab.backup.names) are left out of that sync and uploaded under derived names by a second one, into
+`current/<app>/<role>/.homelab-names` with the same archive.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from datetime import UTC
 from pathlib import Path
 
 from homelab.backup import listing, lock, names, retention, tree
-from homelab.backup.check import CheckAsWritten
+from homelab.backup.check import CheckAsWritten, Part, absorb_part
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.prune import prune
 from homelab.backup.records import DatasetRun, Run, Running
 from homelab.backup.repair import damaged as repair_of
 from homelab.backup.repair import deep_check
 from homelab.plan import Dataset
-from homelab.runtime.rclone import ProgressFn
+from homelab.runtime.rclone import CheckResult, ProgressFn, Result
 
 PARTIAL_GLOB = "*.????????.partial"
 Reporter = Callable[[str], ProgressFn | None]
@@ -122,17 +124,11 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
     ctx.snapshots.snapshot(d.name, record.snapshot)
     say(f"snapshot {d.name}@{record.snapshot}")
     with ctx.snapshots.open(d.name, record.snapshot, ctx.state.mounts) as source:
-        entries = tree.scan(source)
-        refused = names.problems(entries)
+        entries = names.assign(tree.scan(source))
         manifest = ctx.state.save_manifest(record.id, d.key, entries)
-        if refused:
-            synced = [(remote, _refused(d, remote, refused)) for remote in ctx.remotes]
-        else:
-            synced = [
-                (remote, _sync_one(ctx, record.id, d, remote, source, entries, options)) for remote in ctx.remotes
-            ]
+        synced = [(remote, _sync_one(ctx, record.id, d, remote, source, entries, options)) for remote in ctx.remotes]
     failures = []
-    files, size = len(tree.rclone_names(entries)), tree.total_bytes(entries)
+    files, size = sum(e.kind != "d" for e in entries), tree.total_bytes(entries)
     for remote, entry in synced:
         entry.files, entry.bytes, entry.manifest, entry.snapshot = files, size, manifest, record.snapshot
         if entry.ok:
@@ -143,17 +139,32 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
         record.transferred_bytes += entry.transferred_bytes
         if not entry.ok:
             failures.append(f"{d.key} -> {remote}: {entry.error}")
+        derived = f", {entry.derived_files} under derived names" if entry.derived_files else ""
         say(
-            f"{entry.result:7} {d.key} -> {remote}: {files} files, "
-            f"{entry.transferred_files} written, {entry.checked_files} cryptchecked"
+            f"{entry.result:7} {d.key} -> {remote}: {files} files{derived}, "
+            f"{entry.transferred_files} written, {entry.checked_files} checked"
         )
     return failures
 
 
-def _refused(d: Dataset, remote: str, refused: list[str]) -> DatasetRun:
-    more = f" (and {len(refused) - 5} more)" if len(refused) > 5 else ""
-    error = "names the backup cannot keep exactly, nothing uploaded: " + "; ".join(refused[:5]) + more
-    return DatasetRun(dataset=d.name, key=d.key, remote=remote, result="failed", error=error)
+def _previous_derived(ctx: Context, key: str, remote: str) -> int:
+    """How many derived-name objects the last run that reached this dataset and remote left (or meant to)."""
+    for record in reversed(ctx.state.runs()):
+        for entry in record.datasets:
+            if entry.key == key and entry.remote == remote:
+                return entry.derived_files
+    return 0
+
+
+def _newly_derived(ctx: Context, key: str, remote: str, entries: list[tree.Entry]) -> list[str]:
+    """Objects stored under their own name by the last successful run whose name now needs a derived one (a
+    twin appeared): the sync leaves such names alone, so they are moved to this run's archive first."""
+    now = {e.path for e in names.derived(entries)}
+    last = ctx.last_success(key, remote)
+    if not now or last is None or not ctx.state.has(last.entry.manifest):
+        return []
+    before = ctx.state.manifest(last.entry.manifest)
+    return [e.rclone_name for e in before if e.has_object and not e.stored_as and e.path in now]
 
 
 def _sync_one(
@@ -165,27 +176,58 @@ def _sync_one(
     if repair:
         ctx.rclone.delete_files(dst, repair, label=f"{label}-repair")
         options.say(f"repair  {d.key} -> {remote}: {len(repair)} objects the last verify found damaged or missing")
+    renamed = _newly_derived(ctx, d.key, remote, entries)
+    if renamed:
+        ctx.rclone.move_files(dst, archive, renamed, label=f"{label}-rename")
+    derived = sum(e.has_object for e in names.derived(entries))
+    entry = DatasetRun(dataset=d.name, key=d.key, remote=remote, derived_files=derived)
+    previous = _previous_derived(ctx, d.key, remote)
     reporter = options.progress(f"{d.key} -> {remote}") if options.progress else None
-    checker = CheckAsWritten(ctx.rclone, source, dst, label)
-    sync = ctx.rclone.sync(
-        source, dst, backup_dir=archive, label=f"{label}-sync", progress=reporter, on_copied=checker.add
-    )
-    check = checker.finish(sync.copied)
+    check = CheckResult()
+    with names.stage(entries, source, ctx.state.scratch) as staged:
+        parts = [(Part(source, dst, archive, tuple(names.skipped(entries))), "", reporter)]
+        if derived or previous:  # none now: the sync of an empty folder moves the old ones to the archive
+            folder = names.FOLDER
+            parts.append((Part(staged, f"{dst}/{folder}", f"{archive}/{folder}", follow_links=True), folder, None))
+        for part, prefix, progress in parts:
+            part_label = f"{label}-names" if prefix else label
+            sync, checked = _sync_part(ctx, part, part_label, progress)
+            entry.transferred_files += len(sync.copied)
+            entry.transferred_bytes += sync.stats.bytes
+            if sync.ok and options.deep and not checked.problems:
+                checked, again = deep_check(ctx, part, part_label)
+                entry.transferred_files += again
+            absorb_part(check, checked, prefix)
+            if not sync.ok:
+                entry.result, entry.error = "failed", sync.why("sync")
+                if not sync.timed_out:  # a remote that stopped answering would only make the run wait longer
+                    listing.upload_partial(ctx, run_id, d, entry, entries, check.differ + check.missing)
+                break
+            if checked.problems:
+                entry.result, entry.error = "failed", "cryptcheck: " + "; ".join(check.problems[:10])
+                break
     done = getattr(reporter, "done", None)
     if done is not None:
         done()
-    entry = DatasetRun(
-        dataset=d.name, key=d.key, remote=remote, transferred_files=len(sync.copied), transferred_bytes=sync.stats.bytes
-    )
-    if not sync.ok:
-        entry.result, entry.error = "failed", sync.why("sync")
-        if not sync.timed_out:  # a remote that stopped answering would only make the run wait longer
-            listing.upload_partial(ctx, run_id, d, entry, entries, check.differ + check.missing)
-        return entry
     entry.checked_files = check.matched
-    if options.deep and not check.problems:
-        check, again = deep_check(ctx, source, dst, archive, label)
-        entry.checked_files, entry.transferred_files = check.matched, entry.transferred_files + again
-    if check.problems:
-        entry.result, entry.error = "failed", "cryptcheck: " + "; ".join(check.problems[:10])
     return entry
+
+
+def _sync_part(ctx: Context, part: Part, label: str, progress: ProgressFn | None) -> tuple[Result, CheckResult]:
+    """Sync one part. Each object written is checked: by crypt as it uploads (the hash of the encrypted bytes
+    sent against the hash the remote gives for what it stored: rclone_log._HASH_OK), else - the remote gave
+    no hash - by a cryptcheck, while the sync writes the others (which fails when it finds no hash either)."""
+    checker = CheckAsWritten(ctx.rclone, part, label)
+    sync = ctx.rclone.sync(
+        part.source,
+        part.dst,
+        backup_dir=part.archive,
+        label=f"{label}-sync",
+        progress=progress,
+        on_copied=checker.add,
+        skip=part.skip,
+        follow_links=part.follow_links,
+    )
+    checked = checker.finish(sync.unverified)
+    checked.matched += len(sync.copied) - len(sync.unverified)
+    return sync, checked

@@ -33,16 +33,23 @@ class Entry(NamedTuple):
     link: str = ""  # a file with several names (hardlinks): the first of them (sorted), on every other one
     sparse: bool = False  # a file with fewer blocks than its size: restored with its zero blocks as holes
     xattrs: tuple[tuple[str, str], ...] = ()  # the kept extended attributes (KEPT_XATTRS), values in hex
+    stored_as: str = ""  # a name the remote cannot hold: its derived object, or IN_LISTING (homelab.backup.names)
 
     @property
     def rclone_name(self) -> str:
-        """The object's name as rclone spells it (control characters as pictures; symlinks as .rclonelink)."""
-        return encode_name(self.path) + (LINK_SUFFIX if self.kind == "l" else "")
+        """The object's name on the remote as rclone spells it: its derived name, else its path (control
+        characters as pictures; symlinks as .rclonelink)."""
+        return self.stored_as or encode_name(self.path) + (LINK_SUFFIX if self.kind == "l" else "")
+
+    @property
+    def has_object(self) -> bool:
+        return self.kind != "d" and self.stored_as != IN_LISTING
 
 
 # user attributes and POSIX ACLs; not security.* (SELinux labels, capabilities: the restoring host decides)
 KEPT_XATTRS = ("user.", "system.posix_acl_access", "system.posix_acl_default")
 BLOCK = 4096  # the granularity of holes punched at restore
+IN_LISTING = "-"  # stored_as of a symlink or folder whose name needs deriving: no object, the listing holds it
 
 
 def has_xattrs(root: Path) -> bool:
@@ -105,8 +112,9 @@ def scan(root: Path) -> list[Entry]:
 
 
 def rclone_names(entries: list[Entry]) -> list[str]:
-    """The object names rclone --links makes of the files and symlinks (folders are implied)."""
-    return [e.rclone_name for e in entries if e.kind != "d"]
+    """The objects on the remote: the names rclone --links makes of files and symlinks, and derived names
+    (folders are implied)."""
+    return [e.rclone_name for e in entries if e.has_object]
 
 
 def total_bytes(entries: list[Entry]) -> int:
@@ -128,7 +136,7 @@ def loads(data: bytes) -> list[Entry]:
 
 def _row(row: list[Any]) -> Entry:
     if len(row) > XATTRS:
-        row = [*row[:XATTRS], tuple((name, value) for name, value in row[XATTRS])]  # JSON made them lists
+        row = [*row[:XATTRS], tuple((name, value) for name, value in row[XATTRS]), *row[XATTRS + 1 :]]  # JSON lists
     return Entry(*row)
 
 

@@ -1,7 +1,10 @@
-"""`backup verify`: cryptcheck every object of the last successful backup against its snapshot."""
+"""`backup verify`: cryptcheck every object of the last successful backup against its snapshot (those
+stored under derived names against their files, homelab.backup.names)."""
 
 from __future__ import annotations
 
+from homelab.backup import names
+from homelab.backup.check import Part, absorb_part
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.records import Damage, Verify
 from homelab.backup.retention import STAMP
@@ -17,12 +20,16 @@ def verify(ctx: Context, only: list[str] | None = None, say: Say = quiet) -> Ver
             if last is None:
                 problems.append(f"{d.key} -> {remote}: no successful backup yet")
                 continue
-            with ctx.snapshots.open(d.name, last.entry.snapshot, ctx.state.mounts) as source:
-                result = ctx.rclone.cryptcheck(
-                    source,
-                    ctx.remote_path(remote, "current", d.key),
-                    label=f"verify-{remote}-{d.key.replace('/', '_')}",
-                )
+            entries = ctx.state.manifest(last.entry.manifest)
+            dst, label = ctx.remote_path(remote, "current", d.key), f"verify-{remote}-{d.key.replace('/', '_')}"
+            with (
+                ctx.snapshots.open(d.name, last.entry.snapshot, ctx.state.mounts) as source,
+                names.stage(entries, source, ctx.state.scratch) as staged,
+            ):
+                result = Part(source, dst, "", tuple(names.skipped(entries))).check(ctx.rclone, label)
+                if last.entry.derived_files:
+                    derived = Part(staged, f"{dst}/{names.FOLDER}", "", follow_links=True)
+                    absorb_part(result, derived.check(ctx.rclone, f"{label}-names"), names.FOLDER)
             checked += result.matched
             if result.differ or result.missing:
                 damaged.append(Damage(key=d.key, remote=remote, paths=result.differ + result.missing))

@@ -38,13 +38,14 @@ from homelab.runtime.rclone_log import (
 PROGRAM = "rclone"
 LINK_SUFFIX = ".rclonelink"  # how `rclone --links` stores a symlink
 # rclone's own spelling of names (its Ctl and Del encodings): a control character becomes its Unicode
-# control picture, and a control picture that is part of a name is quoted with U+201B
+# control picture, and a control picture or U+201B that is part of a name is quoted with U+201B; each byte
+# that is not UTF-8 (a surrogate escape here) it reads as U+FFFD
 _PICTURES = {chr(c): chr(0x2400 + c) for c in range(1, 0x20)} | {"\x7f": "\u2421"}
-_QUOTED = {p: "\u201b" + p for p in _PICTURES.values()}
+_QUOTED = {p: "\u201b" + p for p in [*_PICTURES.values(), "\u201b"]} | {chr(b): "\ufffd" for b in range(0xDC80, 0xDD00)}
 
 
 def encode_name(name: str) -> str:
-    """The name rclone gives a local file (in its logs, listings and the file lists it reads)."""
+    """The name rclone gives a local file (in its logs, listings, filters and the file lists it reads)."""
     return "".join(_PICTURES.get(c) or _QUOTED.get(c) or c for c in name)
 
 
@@ -86,9 +87,20 @@ class RcloneDriver(Protocol):
         label: str,
         progress: ProgressFn | None = None,
         on_copied: CopiedFn | None = None,
+        skip: Sequence[str] = (),
+        follow_links: bool = False,
     ) -> Result: ...
 
-    def cryptcheck(self, source: Path, dst: str, *, label: str, files: Sequence[str] | None = None) -> CheckResult: ...
+    def cryptcheck(
+        self,
+        source: Path,
+        dst: str,
+        *,
+        label: str,
+        files: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
+        follow_links: bool = False,
+    ) -> CheckResult: ...
 
     def copy(
         self, src: str, to: Path, *, label: str, files: Sequence[str] | None = None, subpath: str = ""
@@ -115,6 +127,22 @@ def write_list(path: Path, names: Sequence[str]) -> Path:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # names are private: see state.py
     with os.fdopen(fd, "wb") as handle:
         handle.write(b"".join(os.fsencode(n) + b"\0" for n in names))
+    return path
+
+
+def write_filter(path: Path, skip: Sequence[str]) -> Path:
+    """rclone filter rules leaving out each name (rclone's spelling, from the root) and all below it. A
+    trailing space would be trimmed from the rule: it is written as a group `{ }`."""
+    lines = []
+    for name in skip:
+        pattern = _glob(name)
+        if pattern[-1:].isspace():
+            pattern = pattern[:-1] + "{" + pattern[-1] + "}"
+        lines += [f"- /{pattern}", f"- /{pattern}/**"]
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
     return path
 
 
@@ -167,13 +195,14 @@ class Rclone:
         on_copied: CopiedFn | None = None,
         *,
         watched: bool = True,
+        level: str = "INFO",
     ) -> Result:
         """Run a long command with a JSON log file; while it runs, report stats and each object it finished
         writing, and (when watched) stop it when it makes no progress for the stall limit; then parse errors."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{label}.log"
         log.unlink(missing_ok=True)
-        argv = [*args, "--use-json-log", "--log-level", "INFO", "--stats", "1s", "--stats-log-level", "NOTICE"]
+        argv = [*args, "--use-json-log", "--log-level", level, "--stats", "1s", "--stats-log-level", "NOTICE"]
         tail = Tail(log, progress, on_copied, stall=self.stall_timeout if watched else float("inf"))
         proc, stopped = process.supervised(
             self.argv(*argv, "--log-file", str(log)), watchdog=tail.poll, redactions=self.redactions
@@ -199,14 +228,37 @@ class Rclone:
         label: str,
         progress: ProgressFn | None = None,
         on_copied: CopiedFn | None = None,
+        skip: Sequence[str] = (),
+        follow_links: bool = False,
     ) -> Result:
-        args = ["sync", str(source), dst, "--backup-dir", backup_dir, "--links", "--create-empty-src-dirs"]
-        return self.logged([*args, "--transfers", "4", "--checkers", "8"], label, progress, on_copied)
+        args = ["sync", str(source), dst, "--backup-dir", backup_dir, "--create-empty-src-dirs"]
+        args += self._reading(label, skip, follow_links)
+        # DEBUG: the line saying crypt checked each upload by hash (rclone_log._HASH_OK)
+        args += ["--transfers", "4", "--checkers", "8"]
+        return self.logged(args, label, progress, on_copied, level="DEBUG")
 
-    def cryptcheck(self, source: Path, dst: str, *, label: str, files: Sequence[str] | None = None) -> CheckResult:
+    def _reading(self, label: str, skip: Sequence[str], follow_links: bool) -> list[str]:
+        """How a sync or check reads the source: symlinks as links (or followed), names compared exactly (not
+        NFC-normalised: a renamed twin is a new object), the skipped names left out on both sides."""
+        args = ["--copy-links" if follow_links else "--links", "--no-unicode-normalization"]
+        if skip:
+            args += ["--filter-from", str(write_filter(self.log_dir / f"{label}.filter", skip))]
+        return args
+
+    def cryptcheck(
+        self,
+        source: Path,
+        dst: str,
+        *,
+        label: str,
+        files: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
+        follow_links: bool = False,
+    ) -> CheckResult:
         combined = self.log_dir / f"{label}.combined"
         combined.unlink(missing_ok=True)
-        args = ["cryptcheck", str(source), dst, "--links", "--checkers", "8", "--combined", str(combined)]
+        args = ["cryptcheck", str(source), dst, "--checkers", "8", "--combined", str(combined)]
+        args += self._reading(label, skip, follow_links)
         if files is not None:
             args += ["--files-from0", str(write_list(self.log_dir / f"{label}.files", files))]
         # not watched: hashing one large file moves no counter for minutes; rclone's own --timeout still
@@ -296,5 +348,6 @@ __all__ = [
     "mtime_ns",
     "parse_combined",
     "parse_log",
+    "write_filter",
     "write_list",
 ]

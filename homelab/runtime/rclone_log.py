@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,11 @@ ENOSPC_MARKERS = (
 )
 ProgressFn = Callable[["Stats"], None]
 CopiedFn = Callable[[str], None]
+# crypt's upload hashes the encrypted bytes it sends and compares that with the hash the remote gives for the
+# stored object (rclone backend/crypt/crypt.go, put: a mismatch removes the object and fails the transfer);
+# when both are known it logs, at DEBUG, "<hash> = <hex> OK" on the upload's temporary `.partial` name
+_HASH_OK = re.compile(r"(?!size )\w+ = [0-9a-f]+ OK")
+_PARTIAL = re.compile(r"(.*)\.[0-9a-f]{8}\.partial")
 
 
 @dataclass
@@ -43,7 +49,14 @@ class Result:
     stats: Stats = field(default_factory=Stats)
     errors: list[str] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)  # paths (decrypted names) written this run
+    verified: list[str] = field(default_factory=list)  # of those, checked by hash as they were written
     timed_out: bool = False
+
+    @property
+    def unverified(self) -> list[str]:
+        """The objects written whose upload rclone did not check by hash (the remote gave none)."""
+        checked = set(self.verified)
+        return [name for name in self.copied if name not in checked]
 
     @property
     def enospc(self) -> bool:
@@ -101,6 +114,8 @@ def _entries(log: Path) -> Iterator[dict[str, Any]]:
 
 
 def _json_line(line: str) -> dict[str, Any] | None:
+    if '"level":"debug"' in line and ' OK","' not in line:  # a sync's DEBUG chatter: skipped unparsed
+        return None
     with contextlib.suppress(ValueError):
         entry = json.loads(line)
         if isinstance(entry, dict):
@@ -134,6 +149,7 @@ def parse_log(log: Path, returncode: int) -> Result:
     stats = Stats()
     errors: list[str] = []
     copied: list[str] = []
+    verified: list[str] = []
     for entry in _entries(log):
         stats = _stats(entry) or stats
         level = entry.get("level", "")
@@ -147,7 +163,9 @@ def parse_log(log: Path, returncode: int) -> Result:
             errors.append(f"{obj}: {msg} (the remote gave no hash for them)" if obj else msg)
         elif name := _copied(entry):
             copied.append(name)
-    return Result(returncode == 0 and not errors, returncode, stats, errors, copied)
+        elif name := _verified(entry):
+            verified.append(name)
+    return Result(returncode == 0 and not errors, returncode, stats, errors, copied, verified)
 
 
 def _copied(entry: dict[str, Any]) -> str | None:
@@ -156,6 +174,15 @@ def _copied(entry: dict[str, Any]) -> str | None:
     if entry.get("level") == "info" and obj and str(entry.get("msg", "")).startswith("Copied"):
         return str(obj)
     return None
+
+
+def _verified(entry: dict[str, Any]) -> str | None:
+    """The object a log entry says crypt's upload checked by hash (_HASH_OK), by its final name."""
+    obj = entry.get("object")
+    if entry.get("level") != "debug" or not obj or not _HASH_OK.fullmatch(str(entry.get("msg", ""))):
+        return None
+    temporary = _PARTIAL.fullmatch(str(obj))
+    return temporary.group(1) if temporary else str(obj)
 
 
 def parse_combined(path: Path) -> CheckResult:
@@ -175,8 +202,9 @@ def parse_combined(path: Path) -> CheckResult:
 
 
 class Tail:
-    """Reads a command's JSON log as it grows: stats to `progress`, finished objects to `on_copied`, and
-    a reason to stop the command when nothing has advanced for `stall` seconds."""
+    """Reads a command's JSON log as it grows: stats to `progress`, finished objects that were not checked
+    by hash as they were written to `on_copied`, and a reason to stop the command when nothing has advanced
+    for `stall` seconds."""
 
     def __init__(
         self,
@@ -190,6 +218,7 @@ class Tail:
         self._position, self._partial = 0, b""
         self._moved: tuple[Any, ...] | None = None
         self._since = clock()
+        self._verified: set[str] = set()
 
     def poll(self) -> str | None:
         last = None
@@ -200,7 +229,10 @@ class Tail:
                 self._moved = moved or self._moved
                 self._since = self.clock()
             last = _stats(entry) or last
-            if name and self.on_copied:
+            checked = _verified(entry)
+            if checked:
+                self._verified.add(checked)
+            if name and self.on_copied and name not in self._verified:
                 self.on_copied(name)
         if last and self.progress:
             self.progress(last)

@@ -1,21 +1,22 @@
 """Hostile names through real rclone crypt on a zfs-fuse dataset, to a local-dir remote and to `rclone serve
-sftp` (a folder on ext4: 255-byte names): what the filesystem allows comes back exactly (newline, tab, glob
-characters, leading dash, 143-byte names), through restore, restore --at and a full drill; what the crypt
-cannot carry (NFC/NFD twins, 144+ byte names up to 255, names that are not UTF-8) fails the run naming each
-file, before anything is uploaded."""
+sftp` (a folder on ext4: 255-byte names): every name the filesystem allows comes back exactly through
+restore, restore --at, a subpath restore, a full drill and verify - newline, tab, glob characters, leading
+dash, 143-byte names under their own name; 144-255-byte names, a 255-byte name at the end of a ~4000-byte
+path, NFC/NFD twins with different contents, names that are not UTF-8, U+201B, and a real file where the
+derived names are kept, under derived names (homelab.backup.names). The 143/144-byte bound is the server's."""
 
 from __future__ import annotations
 
-import os
-import unicodedata
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from homelab.backup import BackupError, context, drill, names, restore, run_backup
+from homelab.backup import BackupError, context, drill, names, restore, run_backup, verify
 from homelab.backup.zfs import open_snapshot
+from tests.backup import hostile_names as hostile
 from tests.backup.conftest import KEY, Lab, attributes, make_lab, tree
 from tests.backup.test_served_remotes import _lab, _serve
 
@@ -50,11 +51,16 @@ def test_hostile_names_round_trip_exactly(any_lab: Lab, tmp_path: Path) -> None:
     for n, name in enumerate(HOSTILE):
         (lab.data / name).write_text(f"content {n}\n")
         (folder / name).write_text(f"nested {n}\n")
+    # the deepest file's path in the snapshot's read clone (under the state folder) stays below PATH_MAX
+    hostile.make(lab.data, deep_total=4000 - len(str(lab.state)) - 100)
     ctx = context(lab.loaded, state_dir=lab.state)
     record = run_backup(ctx).record
     with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
         expected, expected_attributes = tree(snap), attributes(snap)
-    assert set(HOSTILE) <= set(expected)
+    assert set(HOSTILE) <= set(expected) and hostile.NOT_UTF8 in expected and hostile.DECOMPOSED in expected
+    (entry,) = record.datasets
+    assert entry.derived_files == 14 and entry.files == len(expected)
+    assert entry.transferred_files == entry.checked_files == len(expected) - 1  # the long symlink: listing only
 
     latest = tmp_path / "latest"
     restore(ctx, KEY, latest)
@@ -66,56 +72,55 @@ def test_hostile_names_round_trip_exactly(any_lab: Lab, tmp_path: Path) -> None:
     restore(ctx, KEY, part, subpath="glob[dir]*")
     assert tree(part) == {k: v for k, v in expected.items() if k.startswith("glob[dir]*/")}
     assert drill(ctx, full=True).result == "success"
+    assert verify(ctx).result == "success"
 
 
-def test_names_the_crypt_cannot_carry_fail_the_run_naming_them(lab) -> None:
-    composed, decomposed = unicodedata.normalize("NFC", "café.txt"), unicodedata.normalize("NFD", "café.txt")
-    (lab.data / composed).write_text("composed")
-    (lab.data / decomposed).write_text("decomposed")
-    (lab.data / ("L" * 144)).write_text("one byte too long")
-    (lab.data / ("X" * 255)).write_text("the longest name the filesystem allows")
-    (lab.data / os.fsdecode(b"not-utf8-\xff.txt")).write_bytes(b"latin-1 name")  # zfs-fuse: utf8only=off
+def test_a_derived_object_damaged_on_the_remote_is_named_and_repaired(lab: Lab, tmp_path: Path) -> None:
+    (lab.data / hostile.LONGEST).write_text("long\n")
+    (lab.data / "short.txt").write_text("short\n")
     ctx = context(lab.loaded, state_dir=lab.state)
-    with pytest.raises(BackupError) as failed:
-        run_backup(ctx)
-    message = str(failed.value)
-    assert f"names differing only in Unicode normalisation: {composed}, {decomposed}" in message or (
-        f"names differing only in Unicode normalisation: {decomposed}, {composed}" in message
-    )
-    assert f"name too long for the crypt (144 bytes, at most 143): {'L' * 144}" in message
-    assert f"name too long for the crypt (255 bytes, at most 143): {'X' * 255}" in message
-    assert "not UTF-8: 'not-utf8-\\udcff.txt'" in message
-    assert not [p for p in lab.remote.rglob("*") if p.is_file()]  # nothing uploaded
+    run_backup(ctx)
+    stored = sorted(p for p in lab.remote.rglob("*") if p.is_file() and p.stat().st_size == 32 + 16 + 5)
+    assert len(stored) == 1  # the encrypted 5-byte file: 32-byte header, one 16-byte tag
+    data = bytearray(stored[0].read_bytes())
+    data[-1] ^= 1
+    stored[0].write_bytes(bytes(data))
+    with pytest.raises(BackupError, match=names.object_name(hostile.LONGEST)):
+        verify(ctx)
+    assert run_backup(ctx).record.datasets[0].transferred_files == 1
+    assert verify(ctx).result == "success"
+    restore(ctx, KEY, tmp_path / "restored")
+    assert (tmp_path / "restored" / hostile.LONGEST).read_text() == "long\n"
 
 
-def test_on_an_sftp_remote_143_bytes_fit_and_longer_names_are_refused_never_lost(
+def test_on_an_sftp_remote_the_server_refuses_144_byte_names_and_derived_names_keep_them(
     make_pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`rclone serve sftp` of a folder on ext4 (255-byte names): the limit homelab checks is the real one."""
+    """`rclone serve sftp` of a folder on ext4 (255-byte names): the limit homelab derives names at is the
+    real one, and a name changing from short to long and back between runs leaves no stale object."""
     with _serve("sftp", tmp_path / "server") as server:
         lab = _lab(make_pool, tmp_path, server)
-        fits, over, longest = "n" * 143, "o" * 144, "x" * 255
-        for name in (fits, over, longest):
-            (lab.data / name).write_text(f"{len(name)} bytes\n")
+        (lab.data / hostile.FITS).write_text("143 bytes\n")
+        (lab.data / hostile.TOO_LONG).write_text("144 bytes\n")
         ctx = context(lab.loaded, state_dir=lab.state)
-        with pytest.raises(BackupError) as failed:
-            run_backup(ctx)
-        for name in (over, longest):
-            assert f"name too long for the crypt ({len(name)} bytes, at most 143): {name}" in str(failed.value)
-        assert fits not in str(failed.value)
-        assert not [p for p in server.root.rglob("*") if p.is_file()]  # refused before anything was uploaded
 
-        # without the check the server itself refuses the 144-byte name's encrypted form: the bound is exact
+        # without derived names the server itself refuses the 144-byte name's encrypted form
         monkeypatch.setattr(names, "MAX_NAME_BYTES", 10_000)
-        (lab.data / longest).unlink()
-        with pytest.raises(BackupError) as refused:
+        with pytest.raises(BackupError, match="too long"):
             run_backup(ctx)
-        assert "too long" in str(refused.value), refused.value
         monkeypatch.undo()
 
-        (lab.data / over).unlink()
-        record = run_backup(ctx).record
-        with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
-            expected = tree(snap)
-        restore(ctx, KEY, tmp_path / "restored")
-        assert tree(tmp_path / "restored") == expected and fits in expected
+        before = tree(lab.data)
+        first = run_backup(ctx).record
+        assert first.datasets[0].derived_files == 1
+        (lab.data / hostile.TOO_LONG).rename(lab.data / "now-short.txt")
+        (lab.data / hostile.FITS).rename(lab.data / hostile.LONGEST)
+        after = tree(lab.data)
+        time.sleep(1.1)  # runs are told apart by the second they started in (restore --at)
+        second = run_backup(ctx).record
+        assert second.datasets[0].derived_files == 1
+        for record, expected in ((first, before), (second, after)):
+            restored = tmp_path / f"at-{record.id}"
+            assert restore(ctx, KEY, restored, at=record.start).as_of == record.id
+            assert tree(restored) == expected
+        assert verify(ctx).result == "success"  # no stale object: verify would name it "not in the snapshot"

@@ -1,5 +1,6 @@
-"""Runs that take a while: a progress bar on a terminal, plain lines on a pipe, objects cryptchecked as
-soon as they are written (while the sync is still uploading others)."""
+"""Runs that take a while: a progress bar on a terminal, plain lines on a pipe; each object checked by hash
+as crypt uploads it, and where the remote gave no hash, cryptchecked as soon as it is written (while the
+sync is still uploading others)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from homelab.backup import check, context, run_backup
+from homelab.runtime import rclone_log
 from tests.backup.conftest import Lab, cli_argv, fill
 
 pytestmark = pytest.mark.real
@@ -62,10 +64,25 @@ def _times(log: Path) -> list[datetime]:
     return [datetime.fromisoformat(json.loads(line)["time"]) for line in log.read_text().splitlines() if line]
 
 
+def test_every_written_object_is_checked_by_hash_as_crypt_uploads_it(lab: Lab) -> None:
+    """rclone's own words, per object, in the sync's DEBUG log: no cryptcheck needs to read it all again."""
+    fill(lab.data, small=20, large=2, large_size=1 << 20, sparse=1 << 20)
+    ctx = context(lab.loaded, state_dir=lab.state)
+    (entry,) = run_backup(ctx).record.datasets
+    assert entry.checked_files == entry.transferred_files == entry.files
+    logs = lab.state / "private" / "logs"
+    (sync,) = logs.glob("*-sync.log")
+    result = rclone_log.parse_log(sync, 0)
+    assert sorted(result.verified) == sorted(result.copied) and len(result.copied) == entry.files
+    assert not list(logs.glob("*-check-*.log"))
+
+
 def test_written_objects_are_checked_while_the_sync_runs(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remote that gives no hash as crypt uploads (here: its lines not read) gets a cryptcheck instead."""
     fill(lab.data, small=20, large=4, large_size=3 << 20, sparse=1 << 20)
     for name, value in SLOW.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setattr(rclone_log, "_verified", lambda entry: None)
     monkeypatch.setattr(check, "CHECK_BATCH_WAIT", 1.0)  # a batch a second: several within this ~3 s run
     ctx = context(lab.loaded, state_dir=lab.state)
     (entry,) = run_backup(ctx).record.datasets

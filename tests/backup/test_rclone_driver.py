@@ -4,6 +4,7 @@ exact file lists, how failures and silence end, and that secrets never show."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -205,6 +206,36 @@ def test_names_are_spelled_as_rclone_spells_them() -> None:
     assert encode_name("lit\u240aeral") == "lit\u201b\u240aeral"
     assert encode_name("del\x7f") == "del\u2421"
     assert encode_name("plain ünï *?[]") == "plain ünï *?[]"
+    # seen from rclone 1.75 `lsjson` of a local folder: each byte that is not UTF-8 read as U+FFFD, and the
+    # quoting character itself quoted
+    assert encode_name(os.fsdecode(b"a\xff\xfe.txt")) == "a\ufffd\ufffd.txt"
+    assert encode_name("q\u201bx") == "q\u201b\u201bx"
+
+
+def test_uploads_checked_by_hash_are_told_from_the_others(tmp_path: Path) -> None:
+    # lines of rclone 1.75 `sync --log-level DEBUG --use-json-log` to a crypt remote over a local folder, in its
+    # compact form (`"level":"debug"`, then msg and object)
+    lines = [
+        {"level": "debug", "msg": "Need to transfer - File not found at Destination", "object": "new\u240aline"},
+        {
+            "level": "debug",
+            "msg": "md5 = 22a41f443b76089212f72e275919a5a5 OK",
+            "object": "new\u240aline.00a2a7de.partial",
+        },
+        {"level": "debug", "msg": "size = 2 OK", "object": "new\u240aline.00a2a7de.partial"},
+        {"level": "debug", "msg": "renamed to: new\u240aline", "object": "new\u240aline.00a2a7de.partial"},
+        {"level": "info", "msg": "Copied (new)", "object": "new\u240aline"},
+        {"level": "debug", "msg": "size = 12345678 OK", "object": "sub/b.2a521f30.partial"},
+        {"level": "info", "msg": "Copied (new)", "object": "sub/b"},
+    ]
+    log = tmp_path / "sync.log"
+    log.write_text("".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n" for x in lines))
+    result = parse_log(log, 0)
+    assert result.copied == ["new\u240aline", "sub/b"] and result.verified == ["new\u240aline"]
+    assert result.unverified == ["sub/b"]
+    handed: list[str] = []
+    Tail(log, None, handed.append, stall=10).poll()
+    assert handed == ["sub/b"]  # only what still needs a cryptcheck
 
 
 def test_a_long_silent_check_is_not_stopped_a_long_silent_sync_is(tmp_path: Path, standin: Path, monkeypatch) -> None:

@@ -1,5 +1,5 @@
-"""`backup run` against the fakes (tests/fakes/rclone.py, tests/backup/fast.py): names first, then records,
-modes of what is written, failures and what they leave behind."""
+"""`backup run` against the fakes (tests/fakes/rclone.py, tests/backup/fast.py): records, modes of what is
+written, failures and what they leave behind (names: test_names_fast.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import stat
 import struct
 import subprocess
-import unicodedata
 from pathlib import Path
 
 import pytest
@@ -29,38 +28,6 @@ def lab(tmp_path: Path) -> FastLab:
 
 def _objects(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
-
-
-def test_unicode_twins_fail_the_run_naming_both_and_upload_nothing(lab: FastLab) -> None:
-    composed, decomposed = unicodedata.normalize("NFC", "café.txt"), unicodedata.normalize("NFD", "café.txt")
-    assert composed != decomposed
-    (lab.data / composed).write_text("one")
-    (lab.data / decomposed).write_text("two")
-    ctx = lab.ctx()
-    with pytest.raises(BackupError) as failed:
-        run_backup(ctx)
-    assert "names differing only in Unicode normalisation" in str(failed.value)
-    assert composed in str(failed.value) and decomposed in str(failed.value)
-    assert "sync" not in lab.rclone.verbs()
-    assert ctx.state.runs()[-1].result == "failed"
-    assert not (lab.state / "offsite.last_success").exists()
-
-
-def test_a_name_the_crypt_makes_too_long_fails_naming_it(lab: FastLab) -> None:
-    (lab.data / ("a" * 143)).write_text("fits: 143 bytes encrypt to 231 characters")
-    (lab.data / "deep").mkdir()
-    long = "é" * 72  # 144 bytes in 72 characters
-    (lab.data / "deep" / long).write_text("too long")
-    with pytest.raises(BackupError, match=rf"name too long for the crypt \(144 bytes, at most 143\): deep/{long}"):
-        run_backup(lab.ctx())
-    assert "a" * 143 not in str(lab.ctx().state.runs()[-1].error)
-
-
-def test_a_name_that_is_not_utf8_fails_naming_it(lab: FastLab) -> None:
-    fd = os.open(os.fsencode(lab.data) + b"/bad-\xff.txt", os.O_WRONLY | os.O_CREAT, 0o644)
-    os.close(fd)
-    with pytest.raises(BackupError, match=r"not UTF-8: 'bad-\\udcff.txt'"):
-        run_backup(lab.ctx())
 
 
 def test_a_run_uploads_every_object_and_records_it(lab: FastLab) -> None:
@@ -288,15 +255,6 @@ def test_a_deep_run_catches_a_rewrite_with_the_same_size_and_mtime(lab: FastLab)
     assert deep.datasets[0].checked_files == deep.datasets[0].files
     archived = lab.rclone.root / "offsite" / "archive" / deep.id / KEY / "plaincanary.txt"
     assert archived.read_bytes() == old  # the version it replaced, for restore --at
-
-
-def test_length_is_counted_as_the_crypt_sees_the_name_and_the_quote_character_is_refused(lab: FastLab) -> None:
-    (lab.data / ("c" * 141 + "\n")).write_text("142 bytes here, 144 as rclone spells it")
-    (lab.data / "odd\u201bquote").write_text("rclone cannot open it")
-    with pytest.raises(BackupError) as failed:
-        run_backup(lab.ctx())
-    assert r"name too long for the crypt (144 bytes, at most 143): " + repr("c" * 141 + "\n") in str(failed.value)
-    assert "rclone cannot read a name holding U+201B: odd\u201bquote" in str(failed.value)
 
 
 # a POSIX access ACL as the kernel stores it (version 2; tag, perm, id): user::rwx user:1000:r-x group::r-x

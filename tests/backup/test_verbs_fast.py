@@ -129,7 +129,10 @@ def test_drill_sample_then_full_when_due_and_a_damaged_file_fails_it(lab: FastLa
         drill(ctx)
     assert ctx.state.drills()[-1].full and ctx.state.drills()[-1].result == "failed"
     lab.rclone.fail["copy"] = Result(False, 1, errors=["gone"])
-    with pytest.raises(BackupError, match=r"rstudio/home -> offsite: restore failed: gone"):
+    with pytest.raises(
+        BackupError,
+        match=r"rstudio/home -> offsite: restore of rstudio/home as of \d{8}T\d{6}Z failed: copy failed: gone",
+    ):
         drill(ctx, full=False)
 
 

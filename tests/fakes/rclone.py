@@ -66,13 +66,15 @@ class FakeRclone:
         label: str,
         progress: ProgressFn | None = None,
         on_copied: CopiedFn | None = None,
+        skip: Sequence[str] = (),
+        follow_links: bool = False,
     ) -> Result:
         self.calls.append(("sync", str(source), dst, backup_dir))
         failed = self._failed("sync")
         if failed:
             return failed
         target, archive = self.folder(dst), self.folder(backup_dir)
-        wanted = _objects(source, local=True)
+        wanted = _left(_objects(source, local=True, follow=follow_links), skip)
         copied, written = [], 0
         stop, self.stop_sync_after = self.stop_sync_after, None
         for name, (data, mtime) in sorted(wanted.items()):
@@ -88,19 +90,29 @@ class FakeRclone:
             written += len(data)
             if on_copied:
                 on_copied(name)
-        for name in sorted(set(_objects(target)) - set(wanted)):
+        for name in sorted(set(_left(_objects(target), skip)) - set(wanted)):  # what a filter leaves out stays
             _move(target / name, archive / name)
-        for folder in _folders(source):
-            (target / encode_name(folder)).mkdir(parents=True, exist_ok=True)
+        for folder in _left(dict.fromkeys(encode_name(f) for f in _folders(source)), skip):
+            (target / folder).mkdir(parents=True, exist_ok=True)
         stats = Stats(written, written, len(copied), len(copied))
         if progress:
             progress(stats)
         return Result(True, 0, stats, [], copied)
 
-    def cryptcheck(self, source: Path, dst: str, *, label: str, files: Sequence[str] | None = None) -> CheckResult:
+    def cryptcheck(
+        self,
+        source: Path,
+        dst: str,
+        *,
+        label: str,
+        files: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
+        follow_links: bool = False,
+    ) -> CheckResult:
         self.calls.append(("cryptcheck", str(source), dst, None if files is None else list(files)))
         out = CheckResult()
-        local, remote = _objects(source, local=True), _objects(self.folder(dst))
+        local = _left(_objects(source, local=True, follow=follow_links), skip)
+        remote = _left(_objects(self.folder(dst)), skip)
         names = sorted(local if files is None else files)
         for name in names:
             if name not in local:
@@ -190,9 +202,15 @@ def _under(name: str, subpath: str) -> bool:
     return name == subpath or name == subpath + LINK_SUFFIX or name.startswith(subpath + "/")
 
 
-def _objects(root: Path, local: bool = False) -> dict[str, tuple[bytes, int]]:
-    """rclone's view of a tree with --links: name -> (content, mtime_ns); a symlink is NAME.rclonelink. The
-    remote's folders hold names as rclone spells them; a local tree's names are spelled so (encode_name)."""
+def _left(found: dict[str, object], skip: Sequence[str]) -> dict:
+    """What rclone's filter rules `- /NAME` and `- /NAME/**` leave of a listing."""
+    return {n: v for n, v in found.items() if not any(n == s or n.startswith(s + "/") for s in skip)}
+
+
+def _objects(root: Path, local: bool = False, follow: bool = False) -> dict[str, tuple[bytes, int]]:
+    """rclone's view of a tree with --links: name -> (content, mtime_ns); a symlink is NAME.rclonelink (with
+    --copy-links, `follow`: the file it points to). The remote's folders hold names as rclone spells them; a
+    local tree's names are spelled so (encode_name)."""
     found: dict[str, tuple[bytes, int]] = {}
     if not root.is_dir():
         return found
@@ -202,8 +220,10 @@ def _objects(root: Path, local: bool = False) -> dict[str, tuple[bytes, int]]:
             path = base / name
             rel = str(path.relative_to(root))
             rel = encode_name(rel) if local else rel
-            st = path.lstat()
-            if path.is_symlink():
+            st = path.stat() if follow else path.lstat()
+            if follow and path.is_file():
+                found[rel] = (path.read_bytes(), st.st_mtime_ns)
+            elif path.is_symlink():
                 found[rel + LINK_SUFFIX] = (os.fsencode(os.readlink(path)), st.st_mtime_ns)
             elif stat.S_ISREG(st.st_mode):  # rclone skips sockets, FIFOs and devices ("can't transfer")
                 found[rel] = (path.read_bytes(), st.st_mtime_ns)
