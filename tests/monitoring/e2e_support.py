@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -489,6 +489,9 @@ def stand_ins(catalog: Catalog, plugins: list[str], directory: Path) -> dict[str
 
 
 # carbon ------------------------------------------------------------------------------------------------
+GRAPHITE_FILES = ("carbon.conf", "storage-schemas.conf", "storage-aggregation.conf")
+
+
 @dataclass
 class Carbon:
     """carbon-cache from the rendered files, paths under `root`, ports on loopback."""
@@ -520,6 +523,12 @@ class Carbon:
         (self.conf_dir / "carbon.conf").write_text(text)
         (self.conf_dir / "storage-schemas.conf").write_text(self.schemas)
         (self.conf_dir / "storage-aggregation.conf").write_text(self.aggregation)
+
+    @classmethod
+    def from_rendering(cls, program: str, root: Path, files: Mapping[str, bytes]) -> Carbon:
+        """carbon-cache with the three files the render wrote for it (monitoring/graphite/)."""
+        conf = [files[f"monitoring/graphite/{name}"].decode() for name in GRAPHITE_FILES]
+        return cls(program, root, *conf)
 
     def start(self, timeout: float = 30) -> None:
         self.launch()

@@ -160,13 +160,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
         rendering = render_all(plan, {f"secrets/{n}": f"example-{n}-value" for n in EXAMPLE_SECRETS})
         catalog = catalog_for(plan)
         files = {k: v.decode() for k, v in rendering.files.items() if k.startswith("monitoring/")}
-        carbon = e2e.Carbon(
-            programs["carbon-cache"],
-            base / "graphite",
-            files["monitoring/graphite/carbon.conf"],
-            files["monitoring/graphite/storage-schemas.conf"],
-            files["monitoring/graphite/storage-aggregation.conf"],
-        )
+        carbon = e2e.Carbon.from_rendering(programs["carbon-cache"], base / "graphite", rendering.files)
         web = e2e.GraphiteWeb(base / "web", carbon.storage, carbon.query_port)
         started.append(web)
         carbon.launch()

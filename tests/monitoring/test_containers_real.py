@@ -122,9 +122,7 @@ def lab(engine, tmp_path_factory: pytest.TempPathFactory, example_dir_module: Pa
         containers.append(hog)
         docker("run", "-d", "--name", odd, "--entrypoint", "/bin/sh", image, "-c", "sleep 3600")
         containers.append(odd)
-        files = ("carbon.conf", "storage-schemas.conf", "storage-aggregation.conf")
-        texts = [rendering.files[f"monitoring/graphite/{f}"].decode() for f in files]
-        carbon = e2e.Carbon(programs["carbon-cache"], base / "graphite", *texts)
+        carbon = e2e.Carbon.from_rendering(programs["carbon-cache"], base / "graphite", rendering.files)
         web = e2e.GraphiteWeb(base / "web", carbon.storage, carbon.query_port)
         started += [web, carbon]
         carbon.launch()

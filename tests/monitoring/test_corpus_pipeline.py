@@ -204,9 +204,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         first = next(iter(BOARDS))
         rendered = render_all(build_plan(load(_project(base / "first", first, "127.0.0.1"))),
                               {f"secrets/{s}": "x" for s in (*EXAMPLE_SECRETS, "bmc")})  # fmt: skip
-        files = ("carbon.conf", "storage-schemas.conf", "storage-aggregation.conf")
-        texts = [rendered.files[f"monitoring/graphite/{f}"].decode() for f in files]
-        carbon = e2e.Carbon(programs["carbon-cache"], base / "graphite", *texts)
+        carbon = e2e.Carbon.from_rendering(programs["carbon-cache"], base / "graphite", rendered.files)
         web = e2e.GraphiteWeb(base / "web", carbon.storage, carbon.query_port)
         started += [web, carbon]
         carbon.launch()

@@ -138,13 +138,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         rendering = render_all(plan, secrets)
         phase("rendered")
 
-        carbon = e2e.Carbon(
-            programs["carbon-cache"],
-            base / "graphite",
-            rendering.files["monitoring/graphite/carbon.conf"].decode(),
-            rendering.files["monitoring/graphite/storage-schemas.conf"].decode(),
-            rendering.files["monitoring/graphite/storage-aggregation.conf"].decode(),
-        )
+        carbon = e2e.Carbon.from_rendering(programs["carbon-cache"], base / "graphite", rendering.files)
         web = e2e.GraphiteWeb(base / "web", carbon.storage, carbon.query_port)  # slowest to start: first
         started.append(web)
         carbon.launch()
