@@ -35,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.backup_phases import BESIDE, ORDER, profile_run  # noqa: E402
 from homelab.backup import context, restore, run_backup  # noqa: E402
 from homelab.backup.zfs import Snapshots, open_snapshot  # noqa: E402
 from homelab.config.loader import load  # noqa: E402
@@ -62,7 +63,9 @@ def timed(fn):
     return time.monotonic() - start, result
 
 
-def one_repetition(work: Path, pool: str, n: int, dataset: str, remote: tuple[str, dict | None, Path, str]) -> dict:
+def one_repetition(
+    work: Path, pool: str, n: int, dataset: str, remote: tuple[str, dict | None, Path, str], full_only: bool = False
+) -> dict:
     name, entry, folder, password = remote
     folder.mkdir(parents=True, exist_ok=True)
     cfg = work / f"cfg-{name}-{n}"
@@ -77,21 +80,28 @@ def one_repetition(work: Path, pool: str, n: int, dataset: str, remote: tuple[st
     times: dict[str, float] = {}
 
     def plain() -> None:
+        start = time.monotonic()
         with open_snapshot(dataset, snapshot, work / "mnt") as snap:
+            mounted = time.monotonic()
             args = ["sync", str(snap), f"hl-{name}-crypt:plain", "--links", "--transfers", "4", "--checkers", "8"]
             times["plain"], _ = timed(lambda: ctx.rclone.run(args))
             times["plain_again"], _ = timed(lambda: ctx.rclone.run(args))  # rclone's own floor for no change
+            left = time.monotonic()
+        times["plain_phases"] = {"mount": mounted - start, "sync": times["plain"], "unmount": time.monotonic() - left}
 
     def full() -> None:
-        times["full"], report = timed(lambda: run_backup(ctx))
+        times["full"], report, times["full_phases"] = profile_run(ctx, lambda: run_backup(ctx))
         times["files"], times["bytes"] = report.record.files, report.record.bytes
 
     for step in (plain, full) if n % 2 == 0 else (full, plain):
         step()
     subprocess.run(["zfs", "destroy", f"{dataset}@{snapshot}"], check=True)
-    times["incremental"], _ = timed(lambda: run_backup(ctx))
-    times["deep"], _ = timed(lambda: run_backup(ctx, deep=True))
-    if n == 0:
+    if full_only:
+        times["incremental"] = times["deep"] = times["restore"] = float("nan")
+    else:
+        times["incremental"], _, times["incremental_phases"] = profile_run(ctx, lambda: run_backup(ctx))
+        times["deep"], _ = timed(lambda: run_backup(ctx, deep=True))
+    if n == 0 and not full_only:
         target = work / "restored"
         times["restore"], _ = timed(lambda: restore(ctx, KEY, target))
         shutil.rmtree(target)
@@ -120,10 +130,38 @@ def report(name: str, reps: list[dict]) -> None:
             f"{r['incremental']:13.2f} {r['incremental'] / r['full']:14.1%} {r['plain_again']:19.2f} {r['deep']:8.2f}"
         )
     first = reps[0]
-    print(
-        f"restore: {first['restore']:.2f} s = {first['bytes'] / 2**20 / first['restore']:.1f} MiB/s, "
-        f"{first['files'] / first['restore']:.0f} files/s"
-    )
+    if first["restore"] == first["restore"]:  # not NaN (--full-only)
+        print(
+            f"restore: {first['restore']:.2f} s = {first['bytes'] / 2**20 / first['restore']:.1f} MiB/s, "
+            f"{first['files'] / first['restore']:.0f} files/s"
+        )
+    phase_split(reps)
+
+
+def phase_split(reps: list[dict]) -> None:
+    """Seconds by phase of each run (bench/backup_phases.py), and their medians; `check beside` runs while the
+    sync does and is not part of the sum."""
+    runs = [("plain", "plain_phases"), ("full", "full_phases"), ("no-change", "incremental_phases")]
+    runs = [(label, key) for label, key in runs if key in reps[0]]
+    print(f"phase split, s (median of {len(reps)}; per repetition in brackets)")
+    print(f"{'phase':14}" + "".join(f"{label:>28}" for label, _ in runs))
+    for phase in (*ORDER, BESIDE, "total"):
+        cells = []
+        for _, key in runs:
+            values = [_phase(r, key, phase) for r in reps]
+            if not any(values):
+                cells.append(f"{'':>28}")
+                continue
+            each = " ".join(f"{v:.2f}" for v in values)
+            cells.append(f"{statistics.median(values):8.2f} [{each}]".rjust(28))
+        print(f"{phase:14}" + "".join(cells))
+
+
+def _phase(rep: dict, key: str, phase: str) -> float:
+    split = rep[key]
+    if phase == "total":
+        return sum(v for k, v in split.items() if k != BESIDE)
+    return split.get(phase, 0.0)
 
 
 def main() -> None:
@@ -132,6 +170,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bwlimit", help="rclone --bwlimit for every transfer (e.g. 8M), as a home uplink")
     parser.add_argument("--remotes", default="local,sftp", help="comma-separated: local, sftp")
+    parser.add_argument(
+        "--full-only", action="store_true", help="only plain and full runs (no no-change, deep, restore)"
+    )
     args = parser.parse_args()
     if args.bwlimit:
         os.environ["RCLONE_BWLIMIT"] = args.bwlimit
@@ -163,7 +204,7 @@ def bench(args: argparse.Namespace) -> None:
             reps: dict[str, list[dict]] = {r[0]: [] for r in remotes}
             for n in range(args.repeat):  # remotes interleaved: a busy spell of the box hits both
                 for remote in remotes:
-                    reps[remote[0]].append(one_repetition(work, pool, n, d.name, remote))
+                    reps[remote[0]].append(one_repetition(work, pool, n, d.name, remote, args.full_only))
         first = next(iter(reps.values()))[0]
         print(f"fixture: {int(first['files'])} files, {first['bytes'] / 2**20:.1f} MiB; bwlimit: {args.bwlimit}")
         for name, runs in reps.items():

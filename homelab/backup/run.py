@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -123,16 +124,22 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
     ctx.snapshots.clean_stale_clones(d.name)
     ctx.snapshots.snapshot(d.name, record.snapshot)
     say(f"snapshot {d.name}@{record.snapshot}")
-    with ctx.snapshots.open(d.name, record.snapshot, ctx.state.mounts) as source:
-        entries = names.assign(tree.scan(source))
-        manifest = ctx.state.save_manifest(record.id, d.key, entries)
-        synced = [(remote, _sync_one(ctx, record.id, d, remote, source, entries, options)) for remote in ctx.remotes]
+    files = size = 0
+    # beside the run's own thread: the manifest written while the sync uploads, the listings uploaded while
+    # the snapshot's read clone is destroyed (neither reads the snapshot)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="backup-beside") as beside:
+        with ctx.snapshots.open(d.name, record.snapshot, ctx.state.mounts) as source:
+            entries = names.assign(tree.scan(source))  # first: it also warms the cache rclone then lists from
+            saving = beside.submit(ctx.state.save_manifest, record.id, d.key, entries)
+            synced = [(r, _sync_one(ctx, record.id, d, r, source, entries, options)) for r in ctx.remotes]
+            manifest = saving.result()
+            files, size = sum(e.kind != "d" for e in entries), tree.total_bytes(entries)
+            for _, entry in synced:
+                entry.files, entry.bytes, entry.manifest, entry.snapshot = files, size, manifest, record.snapshot
+            uploading = beside.submit(_upload_listings, ctx, record.id, d, [e for _, e in synced], entries)
+        uploading.result()
     failures = []
-    files, size = sum(e.kind != "d" for e in entries), tree.total_bytes(entries)
     for remote, entry in synced:
-        entry.files, entry.bytes, entry.manifest, entry.snapshot = files, size, manifest, record.snapshot
-        if entry.ok:
-            listing.upload(ctx, record.id, d, entry, entries)
         record.datasets.append(entry)
         record.files += files
         record.bytes += size
@@ -145,6 +152,14 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
             f"{entry.transferred_files} written, {entry.checked_files} checked"
         )
     return failures
+
+
+def _upload_listings(
+    ctx: Context, run_id: str, d: Dataset, synced: list[DatasetRun], entries: list[tree.Entry]
+) -> None:
+    for entry in synced:
+        if entry.ok:
+            listing.upload(ctx, run_id, d, entry, entries)
 
 
 def _previous_derived(ctx: Context, key: str, remote: str) -> int:

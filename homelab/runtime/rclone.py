@@ -207,8 +207,8 @@ class Rclone:
         proc, stopped = process.supervised(
             self.argv(*argv, "--log-file", str(log)), watchdog=tail.poll, redactions=self.redactions
         )
-        tail.poll()  # the last lines: the final stats say 100 %
-        result = parse_log(log, proc.returncode)
+        tail.poll(final=True)  # the last lines: the final stats say 100 %
+        result = tail.result(proc.returncode)  # the log read once, as it grew
         if stopped:
             result.ok, result.timed_out = False, True
             result.errors.insert(0, stopped)

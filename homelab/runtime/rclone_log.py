@@ -114,7 +114,8 @@ def _entries(log: Path) -> Iterator[dict[str, Any]]:
 
 
 def _json_line(line: str) -> dict[str, Any] | None:
-    if '"level":"debug"' in line and ' OK","' not in line:  # a sync's DEBUG chatter: skipped unparsed
+    # a sync's DEBUG chatter (all but crypt's hash lines: _HASH_OK) is skipped unparsed
+    if '"level":"debug"' in line and (' OK","' not in line or '"msg":"size = ' in line):
         return None
     with contextlib.suppress(ValueError):
         entry = json.loads(line)
@@ -145,27 +146,47 @@ def _moved(entry: dict[str, Any]) -> tuple[Any, ...] | None:
     return tuple(s.get(k) for k in ("bytes", "checks", "listed", "transfers", "deletes", "renames"))
 
 
-def parse_log(log: Path, returncode: int) -> Result:
-    stats = Stats()
-    errors: list[str] = []
-    copied: list[str] = []
-    verified: list[str] = []
-    for entry in _entries(log):
-        stats = _stats(entry) or stats
+class Reading:
+    """What a command's log has said so far, entry by entry: its last stats, errors, the objects written and
+    those of them checked by hash as they were written."""
+
+    def __init__(self) -> None:
+        self.stats = Stats()
+        self.errors: list[str] = []
+        self.copied: list[str] = []
+        self.verified: list[str] = []
+
+    def read(self, entry: dict[str, Any]) -> tuple[Stats | None, str | None, str | None]:
+        """(its stats, the object it says was written, the object it says was checked by hash), each if any."""
+        stats = _stats(entry)
+        self.stats = stats or self.stats
         level = entry.get("level", "")
         msg = str(entry.get("msg", ""))
         obj = entry.get("object")
         if level in ("error", "critical"):
-            errors.append(f"{obj}: {msg}" if obj else msg)
+            self.errors.append(f"{obj}: {msg}" if obj else msg)
         elif level == "notice" and msg.endswith(UNCHECKED):
             # check/cryptcheck exit 0 even when the remote gave no hash to compare (e.g. a WebDAV server that
             # publishes no checksums): those objects were not verified, so this is a failure, not a match
-            errors.append(f"{obj}: {msg} (the remote gave no hash for them)" if obj else msg)
+            self.errors.append(f"{obj}: {msg} (the remote gave no hash for them)" if obj else msg)
         elif name := _copied(entry):
-            copied.append(name)
+            self.copied.append(name)
+            return stats, name, None
         elif name := _verified(entry):
-            verified.append(name)
-    return Result(returncode == 0 and not errors, returncode, stats, errors, copied, verified)
+            self.verified.append(name)
+            return stats, None, name
+        return stats, None, None
+
+    def result(self, returncode: int) -> Result:
+        ok = returncode == 0 and not self.errors
+        return Result(ok, returncode, self.stats, list(self.errors), list(self.copied), list(self.verified))
+
+
+def parse_log(log: Path, returncode: int) -> Result:
+    reading = Reading()
+    for entry in _entries(log):
+        reading.read(entry)
+    return reading.result(returncode)
 
 
 def _copied(entry: dict[str, Any]) -> str | None:
@@ -204,7 +225,7 @@ def parse_combined(path: Path) -> CheckResult:
 class Tail:
     """Reads a command's JSON log as it grows: stats to `progress`, finished objects that were not checked
     by hash as they were written to `on_copied`, and a reason to stop the command when nothing has advanced
-    for `stall` seconds."""
+    for `stall` seconds. What it read is the command's result (`result`): the log is read once."""
 
     def __init__(
         self,
@@ -215,21 +236,23 @@ class Tail:
         clock: Callable[[], float] = time.monotonic,
     ):
         self.log, self.progress, self.on_copied, self.stall, self.clock = log, progress, on_copied, stall, clock
+        self.reading = Reading()
         self._position, self._partial = 0, b""
         self._moved: tuple[Any, ...] | None = None
         self._since = clock()
         self._verified: set[str] = set()
 
-    def poll(self) -> str | None:
+    def poll(self, *, final: bool = False) -> str | None:
+        """Read what was added; `final`: the command has ended, a last line without its newline is read too."""
         last = None
-        for entry in self._new_entries():
-            moved, name = _moved(entry), _copied(entry)
+        for entry in self._new_entries(final):
+            stats, name, checked = self.reading.read(entry)
+            moved = _moved(entry)
             # errors and retries are not progress: a remote that stopped answering makes plenty of them
             if (moved is not None and moved != self._moved) or name:
                 self._moved = moved or self._moved
                 self._since = self.clock()
-            last = _stats(entry) or last
-            checked = _verified(entry)
+            last = stats or last
             if checked:
                 self._verified.add(checked)
             if name and self.on_copied and name not in self._verified:
@@ -241,14 +264,19 @@ class Tail:
             return f"no progress for {idle:.0f} s: the remote stopped answering (backup.stall_timeout)"
         return None
 
-    def _new_entries(self) -> list[dict[str, Any]]:
+    def result(self, returncode: int) -> Result:
+        return self.reading.result(returncode)
+
+    def _new_entries(self, final: bool) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
         with self.log.open("rb") as handle:  # bytes: a read may end inside a line, even inside a character
             handle.seek(self._position)
             chunk = self._partial + handle.read()
             self._position = handle.tell()
-        lines = chunk.split(b"\n")
-        self._partial = lines.pop()  # a line rclone has not finished writing
-        found = (_json_line(line.decode("utf-8", errors="surrogateescape")) for line in lines)
+        whole, _, self._partial = chunk.rpartition(b"\n")  # the rest: a line rclone has not finished writing
+        if final:
+            whole, self._partial = chunk, b""
+        text = whole.decode("utf-8", errors="surrogateescape")  # whole lines: no character cut in two
+        found = (_json_line(line) for line in text.split("\n"))
         return [e for e in found if e is not None]
