@@ -139,13 +139,14 @@ def report(name: str, reps: list[dict]) -> None:
 
 
 def phase_split(reps: list[dict]) -> None:
-    """Seconds by phase of each run (bench/backup_phases.py), and their medians; `check beside` runs while the
-    sync does and is not part of the sum."""
+    """Seconds by phase of each run (bench/backup_phases.py), and their medians; the `beside:` phases ran off
+    the run's own thread (while the sync uploads, or the clone is destroyed) and are not part of the total."""
     runs = [("plain", "plain_phases"), ("full", "full_phases"), ("no-change", "incremental_phases")]
     runs = [(label, key) for label, key in runs if key in reps[0]]
     print(f"phase split, s (median of {len(reps)}; per repetition in brackets)")
     print(f"{'phase':14}" + "".join(f"{label:>28}" for label, _ in runs))
-    for phase in (*ORDER, BESIDE, "total"):
+    beside = sorted({k for r in reps for _, key in runs for k in r[key] if k.startswith(BESIDE)})
+    for phase in (*ORDER, "total", *beside):
         cells = []
         for _, key in runs:
             values = [_phase(r, key, phase) for r in reps]
@@ -160,7 +161,7 @@ def phase_split(reps: list[dict]) -> None:
 def _phase(rep: dict, key: str, phase: str) -> float:
     split = rep[key]
     if phase == "total":
-        return sum(v for k, v in split.items() if k != BESIDE)
+        return sum(v for k, v in split.items() if not k.startswith(BESIDE))
     return split.get(phase, 0.0)
 
 

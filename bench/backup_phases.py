@@ -2,8 +2,10 @@
 
 `profiled(ctx)` wraps the steps homelab.backup.run calls (on the context's drivers and on the modules it
 calls through) with timers, for the length of one run; `Phases` adds up the seconds of each. The phases that
-run beside the sync (the cryptcheck batches of homelab.backup.check) are timed too, but listed apart: they
-cost no wall time of their own. `rest` is the run's wall time that no phase accounts for (lock, records).
+run off the run's own thread (the manifest written and the cryptcheck batches of homelab.backup.check while
+the sync uploads, the listing uploaded while the read clone is destroyed) are timed too, but listed apart as
+`beside: ...`: they cost no wall time of their own. `rest` is the run's wall time that no phase accounts
+for (the lock, reading records).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from homelab.backup import check, context, listing, names, run, tree
 
-# in the order a run goes through them; "check beside" is not on the run's own thread
+# on the run's own thread, in the order a run goes through them
 ORDER = (
     "snapshot",
     "mount",
@@ -32,7 +34,7 @@ ORDER = (
     "unmount",
     "rest",
 )
-BESIDE = "check beside"
+BESIDE = "beside: "  # prefix of a phase timed off the run's own thread
 
 
 class Phases:
@@ -41,6 +43,10 @@ class Phases:
         self._lock = threading.Lock()
 
     def add(self, phase: str, seconds: float) -> None:
+        """Seconds spent off the run's own thread (beside the sync, or the clone's destruction) are counted
+        apart: they are not part of the run's wall time."""
+        if threading.current_thread() is not threading.main_thread():
+            phase = BESIDE + phase
         with self._lock:
             self.seconds[phase] += seconds
 
@@ -112,7 +118,7 @@ def profiled(ctx: context.Context, phases: Phases) -> Iterator[None]:
         (state, "save_manifest", t("manifest", state.save_manifest)),
         (rclone, "sync", t("sync", rclone.sync)),
         (check.CheckAsWritten, "finish", t("check", finish)),
-        (check.Part, "check", t(BESIDE, part_check)),
+        (check.Part, "check", t("check", part_check)),
         (listing, "upload", t("listing", listing.upload)),
         (state, "save_run", t("records", state.save_run)),
         (state, "mark_running", t("records", state.mark_running)),
@@ -130,5 +136,5 @@ def profile_run(ctx: context.Context, fn: Callable[[], Any]) -> tuple[float, Any
         result = fn()
         wall = time.monotonic() - start
     split = dict(phases.seconds)
-    split["rest"] = wall - sum(v for k, v in split.items() if k != BESIDE)
+    split["rest"] = wall - sum(v for k, v in split.items() if not k.startswith(BESIDE))
     return wall, result, split
