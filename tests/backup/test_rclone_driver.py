@@ -244,3 +244,28 @@ def test_a_long_silent_check_is_not_stopped_a_long_silent_sync_is(tmp_path: Path
     assert driver.cryptcheck(tmp_path, "hl-x-crypt:c", label="check").errors == []
     result = driver.sync(tmp_path, "hl-x-crypt:c", backup_dir="hl-x-crypt:a", label="sync")
     assert result.timed_out and not result.ok
+
+
+def test_the_tail_is_the_result_the_log_read_once(tmp_path: Path) -> None:
+    """A command's result comes from the lines the tail read as the log grew, the last one even without its
+    newline (rclone killed mid-line): no second pass over a 50,000-line DEBUG log after the sync."""
+    lines = [
+        {"level": "debug", "msg": "Need to transfer - File not found at Destination", "object": "a"},
+        {"level": "debug", "msg": "md5 = 22a41f443b76089212f72e275919a5a5 OK", "object": "a.00a2a7de.partial"},
+        {"level": "debug", "msg": "size = 2 OK", "object": "a.00a2a7de.partial"},
+        {"level": "info", "msg": "Copied (new)", "object": "a"},
+        {"level": "notice", "msg": "", "stats": {"bytes": 2, "transfers": 1}},
+        {"level": "info", "msg": "Copied (new)", "object": "b\u240a"},
+        {"level": "error", "msg": "connection lost", "object": "c"},
+    ]
+    text = "".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n" for x in lines)
+    log = tmp_path / "sync.log"
+    log.write_text(text[: len(text) // 2])
+    tail = Tail(log, None, None, stall=10)
+    tail.poll()
+    log.write_text(text.rstrip("\n"))
+    tail.poll(final=True)
+    assert tail.result(1) == parse_log(log, 1)
+    assert tail.result(1) == Result(
+        False, 1, Stats(bytes=2, transfers=1), ["c: connection lost"], ["a", "b\u240a"], ["a"]
+    )
