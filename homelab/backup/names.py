@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from homelab.backup.tree import IN_LISTING, Entry
-from homelab.runtime.rclone import LINK_SUFFIX, encode_name
+from homelab.runtime.rclone import LINK_SUFFIX, RcloneDriver, encode_name
 
 FOLDER = ".homelab-names"  # in the dataset's folder on the remote; a real path there is derived too
 MAX_NAME_BYTES = 143  # 144 bytes pad to 160, which base32-encodes to 256 characters
@@ -104,6 +104,15 @@ def skipped(entries: list[Entry]) -> list[str]:
         if not any(p in folders for p in _parents(e.path)):
             out.append(encode_name(e.path) + (LINK_SUFFIX if e.kind == "l" else ""))
     return out
+
+
+def on_remote(rclone: RcloneDriver, dst: str) -> bool:
+    """Whether the dataset's folder `dst` on the remote has a derived-name folder (objects, or left empty). A
+    remote that does not answer may: the caller's sync or check then says why."""
+    try:
+        return FOLDER in {name.rstrip("/") for name in rclone.list_dirs(dst)}
+    except Exception:
+        return True
 
 
 @contextlib.contextmanager
