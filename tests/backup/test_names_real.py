@@ -11,11 +11,13 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from homelab.backup import BackupError, context, drill, names, restore, run_backup, verify
 from homelab.backup.zfs import open_snapshot
+from homelab.runtime.rclone import Result
 from tests.backup import hostile_names as hostile
 from tests.backup.conftest import KEY, Lab, attributes, make_lab, tree
 from tests.backup.test_served_remotes import _lab, _serve
@@ -124,3 +126,52 @@ def test_on_an_sftp_remote_the_server_refuses_144_byte_names_and_derived_names_k
             assert restore(ctx, KEY, restored, at=record.start).as_of == record.id
             assert tree(restored) == expected
         assert verify(ctx).result == "success"  # no stale object: verify would name it "not in the snapshot"
+
+
+def test_a_failed_derived_name_sync_leaves_no_stale_object_and_verify_names_a_stray_one(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run after a long name went away loses the remote as its derived-name sync starts; the next run
+    moves the old object to its archive (restore --at the first run still finds it), and an object put under
+    `.homelab-names` by hand is named by verify and archived by the next run."""
+    (lab.data / hostile.LONGEST).write_text("long\n")
+    (lab.data / "short.txt").write_text("short\n")
+    ctx = context(lab.loaded, state_dir=lab.state)
+    first = run_backup(ctx).record
+    remote = ctx.remotes[0]
+    derived = f"{ctx.remote_path(remote, 'current', KEY)}/{names.FOLDER}"
+    old = names.object_name(hostile.LONGEST).rpartition("/")[2]
+    assert ctx.rclone.list_files(derived) == [old]
+
+    (lab.data / hostile.LONGEST).rename(lab.data / "was-long.txt")
+    real = ctx.rclone.sync
+
+    def sync(source: Path, dst: str, **options: Any) -> Result:
+        if not dst.endswith("/" + names.FOLDER):
+            return real(source, dst, **options)
+        return Result(False, 1, timed_out=True, errors=["no answer from the remote for 300 s"])
+
+    monkeypatch.setattr(ctx.rclone, "sync", sync)
+    time.sleep(1.1)  # runs are told apart by the second they started in
+    with pytest.raises(BackupError, match="300 s"):
+        run_backup(ctx)
+    monkeypatch.undo()
+    time.sleep(1.1)
+    third = run_backup(ctx).record
+    assert ctx.rclone.list_files(derived) == []
+    assert ctx.rclone.list_files(ctx.remote_path(remote, "archive", third.id, KEY, names.FOLDER)) == [old]
+    restore(ctx, KEY, tmp_path / "first", at=first.start)
+    assert (tmp_path / "first" / hostile.LONGEST).read_text() == "long\n"
+    assert verify(ctx).result == "success"
+
+    stray = tmp_path / "stray"
+    stray.write_text("no entry points at me\n")
+    ctx.rclone.copyto(str(stray), f"{derived}/{names.object_name('gone').rpartition('/')[2]}")
+    with pytest.raises(BackupError, match=f"not in the snapshot: {names.object_name('gone')}"):
+        verify(ctx)
+    fourth = run_backup(ctx).record
+    assert ctx.rclone.list_files(derived) == []
+    assert ctx.rclone.list_files(ctx.remote_path(remote, "archive", fourth.id, KEY, names.FOLDER)) == [
+        names.object_name("gone").rpartition("/")[2]
+    ]
+    assert verify(ctx).result == "success"
