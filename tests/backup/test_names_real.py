@@ -175,3 +175,24 @@ def test_a_failed_derived_name_sync_leaves_no_stale_object_and_verify_names_a_st
         names.object_name("gone").rpartition("/")[2]
     ]
     assert verify(ctx).result == "success"
+
+
+def test_a_path_deeper_than_path_max_round_trips_through_real_rclone(lab: Lab, tmp_path: Path) -> None:
+    """Folders made one inside the other by relative calls on zfs-fuse, past PATH_MAX: rclone reads the files
+    at the bottom through a chain of symlinks (homelab.backup.longpath.Hops), the restore writes them with
+    openat; content, owners, modes, mtimes, hardlinks (one of them at the top), a symlink and an empty folder
+    come back exactly through restore, restore --at, a full drill and verify."""
+    hostile.make_beyond_path_max(lab.data, total=6000)
+    (lab.data / "short.txt").write_text("short\n")
+    ctx = context(lab.loaded, state_dir=lab.state)
+    record = run_backup(ctx).record
+    with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
+        expected = hostile.manifest(snap)
+    assert max(len(p.encode()) for p in expected) > 6000 and expected["shallow-hardlink.txt"][-1] == 3
+    assert record.datasets[0].derived_files == 3
+    restore(ctx, KEY, tmp_path / "latest")
+    assert hostile.manifest(tmp_path / "latest") == expected
+    restore(ctx, KEY, tmp_path / "at", at=record.start + timedelta(seconds=1))
+    assert hostile.manifest(tmp_path / "at") == expected
+    assert drill(ctx, full=True).result == "success"
+    assert verify(ctx).result == "success"
