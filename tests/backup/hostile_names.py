@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -77,6 +78,8 @@ def make_beyond_path_max(root: Path, total: int) -> str:
             os.write(out, text.encode())
             os.close(out)
         os.chown("deep.txt", 1000, 1000, dir_fd=fd)
+        with contextlib.suppress(OSError):  # where the filesystem keeps xattrs (not zfs-fuse)
+            os.setxattr(f"/proc/self/fd/{fd}/deep.txt", "user.deep", b"at the bottom")
         os.utime("deep.txt", ns=(1_500_000_000_123_456_789,) * 2, dir_fd=fd)
         os.link("deep.txt", "deep-hardlink.txt", src_dir_fd=fd, dst_dir_fd=fd)
         os.link("deep.txt", root / "shallow-hardlink.txt", src_dir_fd=fd)
@@ -89,7 +92,7 @@ def make_beyond_path_max(root: Path, total: int) -> str:
 
 def manifest(root: Path) -> dict[str, tuple[object, ...]]:
     """Every entry below root, however deep (read with openat: os.fwalk): kind and content (sha256, link
-    target), mode, owner, mtime and link count."""
+    target), mode, owner, mtime, link count and `user.*` xattrs."""
     out: dict[str, tuple[object, ...]] = {}
     top = len(os.fsencode(root)) + 1
     for folder, dirs, files, fd in os.fwalk(root):
@@ -105,7 +108,8 @@ def manifest(root: Path) -> dict[str, tuple[object, ...]]:
                 handle = os.open(name, os.O_RDONLY, dir_fd=fd)
                 with os.fdopen(handle, "rb") as data:
                     what = hashlib.sha256(data.read()).hexdigest()
-            out[path] = (what, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, 0 if what == "folder" else st.st_nlink)
+            links = 0 if what == "folder" else st.st_nlink
+            out[path] = (what, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, _user_xattrs(fd, name), links)
     return out
 
 
@@ -143,7 +147,7 @@ def copy_tree(src: Path, dst: Path) -> None:
                     first[(st.st_dev, st.st_ino)] = (os.dup(out), name)
             else:
                 continue
-            _dress(name, out, st)
+            _dress(name, out, st, _user_xattrs(fd, name))
     while open_:
         _close(open_)
     for where, _ in first.values():
@@ -169,7 +173,18 @@ def _copy_file(name: str, fd: int, out: int) -> None:
         shutil.copyfileobj(reading, writing)
 
 
-def _dress(name: str, out: int, st: os.stat_result) -> None:
+def _user_xattrs(fd: int, name: str) -> dict[str, bytes]:
+    at = f"/proc/self/fd/{fd}/{name}"  # the xattr calls take no dir_fd
+    try:
+        found = os.listxattr(at, follow_symlinks=False)
+    except OSError:  # a filesystem without them (zfs-fuse)
+        return {}
+    return {n: os.getxattr(at, n, follow_symlinks=False) for n in sorted(found) if n.startswith("user.")}
+
+
+def _dress(name: str, out: int, st: os.stat_result, xattrs: dict[str, bytes] | None = None) -> None:
+    for key, value in (xattrs or {}).items():
+        os.setxattr(f"/proc/self/fd/{out}/{name}", key, value, follow_symlinks=False)
     os.chown(name, st.st_uid, st.st_gid, dir_fd=out, follow_symlinks=False)
     if not stat.S_ISLNK(st.st_mode):
         os.chmod(name, stat.S_IMODE(st.st_mode), dir_fd=out)

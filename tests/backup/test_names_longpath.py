@@ -45,6 +45,7 @@ def test_a_path_deeper_than_path_max_comes_back_exactly(lab: FastLab, tmp_path: 
     expected = hostile.manifest(lab.data)
     assert max(len(os.fsencode(p)) for p in expected) > 9000
     assert expected["shallow-hardlink.txt"][-1] == 3
+    assert expected[f"{bottom}/deep.txt"][5] == {"user.deep": b"at the bottom"}
     ctx = lab.ctx()
     record = run_backup(ctx).record
     (entry,) = record.datasets
