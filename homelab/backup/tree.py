@@ -255,7 +255,7 @@ def _difference(e: Entry, path: Path, first: Path, as_root: bool, xattrs: bool) 
     try:
         got = _entry(e.path, path.lstat(), str(path.readlink()) if e.kind == "l" else "", path if xattrs else None)
     except FileNotFoundError:
-        return f"{e.path}: not restored"
+        return f"{longpath.shown(e.path)}: not restored"
     wanted = [("kind", e.kind, got.kind), ("target", e.target, got.target), ("mtime", e.mtime_ns, got.mtime_ns)]
     wanted.append(("xattrs", e.xattrs, got.xattrs))
     if e.link:
@@ -267,5 +267,5 @@ def _difference(e: Entry, path: Path, first: Path, as_root: bool, xattrs: bool) 
         wanted += [("uid", e.uid, got.uid), ("gid", e.gid, got.gid)]
     for what, want, have in wanted:
         if want != have:
-            return f"{e.path or '.'}: {what} {have} (snapshot: {want})"
+            return f"{longpath.shown(e.path) or '.'}: {what} {have} (snapshot: {want})"
     return None

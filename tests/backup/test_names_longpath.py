@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from homelab.backup import drill, longpath, names, restore, run_backup, verify
+from homelab.backup import BackupError, drill, longpath, names, restore, run_backup, verify
 from homelab.errors import HomelabError
 from tests.backup import hostile_names as hostile
 from tests.backup.conftest import KEY
@@ -88,3 +88,12 @@ def test_hops_reach_a_long_path_through_short_symlinks(tmp_path: Path) -> None:
         assert short.read_text() == "at the bottom\n" and not longpath.is_long(short)
     with longpath.short(tmp_path / "data" / bottom / "missing" / "x") as short:
         assert not short.exists()
+
+
+def test_a_deep_file_missing_on_the_remote_fails_the_restore_naming_it_shortened(lab: FastLab, tmp_path: Path) -> None:
+    bottom = hostile.make_beyond_path_max(lab.data, total=6000)
+    ctx = lab.ctx()
+    run_backup(ctx)
+    (lab.current / names.object_name(f"{bottom}/deep.txt")).unlink()
+    with pytest.raises(BackupError, match=r"incomplete: 000p+\.\.\.p+/deep.txt \(\d+ bytes\): not restored"):
+        restore(ctx, KEY, tmp_path / "restored")
