@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -239,3 +240,61 @@ def test_the_containers_plugin_reads_a_real_container_with_exactly_collectds_cap
         for name in names:
             docker("rm", "-f", name, check=False)
         docker("rmi", "-f", f"{PREFIX}/collectd:containers", f"{PREFIX}/containers-target:{suffix}", check=False)
+
+
+def test_the_only_cgroup_v2_read_this_hybrid_host_allows(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """This host is cgroup v1 with the hybrid cgroup2 mount at /sys/fs/cgroup/unified, where only hugetlb is
+    a controller (docs/monitoring.md, Containers: why no full v2 read here). The engine creates each
+    container's cgroup there too: its cpu.stat is the kernel's real v2 file, and the plugin's parser reads
+    from it the CPU time v1's cpuacct.usage counts. Its memory files are not there (memory is bound to its
+    v1 hierarchy), so the plugin pointed at that hierarchy says so, once, instead of silently sending no
+    memory and no CPU for any container; pointed at /sys/fs/cgroup (the rendered mount) it reads v1."""
+    from homelab.monitoring import containers as plugin
+    from tests.monitoring.test_containers import FakeCollectd
+
+    unified = "/sys/fs/cgroup/unified"
+    if not Path(unified, "cgroup.controllers").is_file() or Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        pytest.fail(f"not a hybrid cgroup host (no cgroup2 at {unified}): this test is written for one")
+    suffix = uuid.uuid4().hex[:8]
+    busybox = Rootfs(tmp_path / "busybox.tar")
+    busybox.busybox()
+    image = busybox.import_as(f"{PREFIX}/containers-v2:{suffix}")
+    name = f"homelab-test-v2-{suffix}"
+    try:
+        docker("run", "-d", "--name", name, "--memory", str(LIMIT), "--entrypoint", "/bin/sh", image, "-c",
+               "while :; do i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done; sleep 0.2; done")  # fmt: skip
+        cid = json.loads(docker("inspect", name).stdout)[0]["Id"]
+        v2 = plugin.cgroup_dir(unified, "", cid)
+        v1 = plugin.layout("/sys/fs/cgroup")
+        assert v2 is not None and v1.version == 1, (v2, v1)
+        cpuacct = plugin.cgroup_dir("/sys/fs/cgroup", v1.cpu, cid)
+        assert cpuacct is not None
+        present = sorted(p.name for p in v2.iterdir())
+        assert "cpu.stat" in present and not {"memory.current", "memory.max", "memory.stat", "memory.events"} & set(
+            present
+        ), present
+        time.sleep(2)  # some CPU time to compare
+        before = int((cpuacct / "cpuacct.usage").read_text()) // 1000
+        usage_usec = plugin._keyed((v2 / "cpu.stat").read_text())["usage_usec"]
+        after = int((cpuacct / "cpuacct.usage").read_text()) // 1000
+        assert 0 < before <= usage_usec <= after, (before, usage_usec, after)
+
+        collectd = FakeCollectd()
+        reader = plugin.Reader(collectd, cgroup_root=unified, containers_dir=_engine_containers_dir())
+        reader.read()
+        reader.read()
+        assert collectd.errors == [
+            f"containers: the cgroup v2 hierarchy under {unified} has no memory controller (its cgroup.controllers: "
+            f"{Path(unified, 'cgroup.controllers').read_text().strip() or 'none'}), so no container's "
+            "memory.current: mount the host's /sys/fs/cgroup itself there read-only"
+        ]
+        reader = plugin.Reader(collectd, cgroup_root="/sys/fs/cgroup", containers_dir=_engine_containers_dir())
+        reader.read()
+        assert collectd.dispatched[(name, "memory", "limit")] == LIMIT
+    finally:
+        docker("rm", "-f", name, check=False)
+        docker("rmi", "-f", image, check=False)
+
+
+def _engine_containers_dir() -> str:
+    return docker("info", "--format", "{{.DockerRootDir}}").stdout.strip() + "/containers"
