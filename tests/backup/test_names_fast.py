@@ -203,3 +203,20 @@ def test_verify_names_an_object_under_derived_names_that_no_listing_entry_points
     assert not _derived_objects(lab)
     assert (lab.rclone.root / "offsite" / "archive" / later.id / KEY / names.object_name("gone")).exists()
     assert verify(ctx).result == "success"
+
+
+def test_a_new_state_folder_still_archives_derived_objects_no_listing_points_at(lab: FastLab, tmp_path: Path) -> None:
+    """No record at all (the pool holding the state folder lost): the remote is asked, and the first run
+    archives the old derived objects rather than leaving them in `current/`."""
+    (lab.data / hostile.LONGEST).write_text("long\n")
+    first = run_backup(lab.ctx()).record
+    (lab.data / hostile.LONGEST).unlink()
+    (lab.data / "short.txt").write_text("short\n")
+    lab.clock.advance(hours=1)
+    ctx = lab.ctx(state_dir=tmp_path / "new-state")
+    later = run_backup(ctx).record
+    assert not _derived_objects(lab)
+    assert (lab.rclone.root / "offsite" / "archive" / later.id / KEY / names.object_name(hostile.LONGEST)).exists()
+    restore(ctx, KEY, tmp_path / "first", at=first.start)
+    assert (tmp_path / "first" / hostile.LONGEST).read_text() == "long\n"
+    assert verify(ctx).result == "success"
