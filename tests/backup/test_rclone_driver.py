@@ -269,3 +269,11 @@ def test_the_tail_is_the_result_the_log_read_once(tmp_path: Path) -> None:
     assert tail.result(1) == Result(
         False, 1, Stats(bytes=2, transfers=1), ["c: connection lost"], ["a", "b\u240a"], ["a"]
     )
+
+
+def test_every_character_rclone_respells_is_respelled_inside_a_name() -> None:
+    from homelab.runtime.rclone import _PICTURES, _QUOTED, encode_name
+
+    for char, spelled in (_PICTURES | _QUOTED).items():  # a name needing nothing is returned as it is
+        assert encode_name(f"a{char}b{char}") == f"a{spelled}b{spelled}", hex(ord(char))
+    assert encode_name("plain ünï *?[] \u2420 \u2400") == "plain ünï *?[] \u2420 \u2400"
