@@ -9,7 +9,7 @@ import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from homelab.backup import listing, tree
+from homelab.backup import listing, longpath, tree
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.records import Drill, LastGood
 from homelab.backup.retention import STAMP
@@ -89,8 +89,10 @@ def _drill_one(ctx: Context, d: Dataset, remote: str, last: LastGood, chosen: li
             return [f"{d.key} -> {remote}: {exc}"]
         tree.apply(target, chosen)
         problems = [f"{d.key}: {p}" for p in tree.differences(chosen, target)]
-        for e in chosen:
-            got, want = target / e.path, source / e.path
-            if e.kind == "f" and got.is_file() and not got.is_symlink() and digest(got) != digest(want):
-                problems.append(f"{d.key}: {e.path}: restored content differs from snapshot {last.entry.snapshot}")
+        for e in (e for e in chosen if e.kind == "f"):
+            # a path deeper than PATH_MAX is read through a short one (homelab.backup.longpath)
+            with longpath.short(target / e.path) as got, longpath.short(source / e.path) as want:
+                if got.is_file() and not got.is_symlink() and digest(got) != digest(want):
+                    shown = longpath.shown(e.path)
+                    problems.append(f"{d.key}: {shown}: restored content differs from snapshot {last.entry.snapshot}")
         return problems

@@ -32,8 +32,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+from homelab.backup import longpath
 from homelab.backup.tree import IN_LISTING, Entry
-from homelab.runtime.rclone import LINK_SUFFIX, encode_name
+from homelab.runtime.rclone import LINK_SUFFIX, RcloneDriver, encode_name
 
 FOLDER = ".homelab-names"  # in the dataset's folder on the remote; a real path there is derived too
 MAX_NAME_BYTES = 143  # 144 bytes pad to 160, which base32-encodes to 256 characters
@@ -78,17 +79,22 @@ def assign(entries: list[Entry]) -> list[Entry]:
         twins[(folder, unicodedata.normalize("NFC", encode_name(name)))].append(e.path)
     unfit.update(p for paths in twins.values() if len(paths) > 1 for p in paths)
     out = []
+    below = _below(entries, unfit)
     for e in entries:
-        if e.path and (e.path in unfit or any(p in unfit for p in _parents(e.path))):
+        if e.path in below:
             e = e._replace(stored_as=object_name(e.path) if e.kind == "f" else IN_LISTING)
         out.append(e)
     return out
 
 
-def _parents(path: str) -> Iterator[str]:
-    parts = path.split("/")
-    for n in range(1, len(parts)):
-        yield "/".join(parts[:n])
+def _below(entries: list[Entry], roots: set[str]) -> set[str]:
+    """The paths that are one of roots or below one (each folder comes before what it holds, as sorted): one
+    look-up per entry, not one per folder above it (a path of 100 KB has hundreds)."""
+    found: set[str] = set()
+    for e in entries:
+        if e.path and (e.path in roots or e.path.rpartition("/")[0] in found):
+            found.add(e.path)
+    return found
 
 
 def derived(entries: list[Entry]) -> list[Entry]:
@@ -99,28 +105,42 @@ def skipped(entries: list[Entry]) -> list[str]:
     """What the main sync and check leave out, as rclone names: the derived folder, and each derived entry
     not inside a derived folder (the filter leaves out everything below a folder)."""
     folders = {e.path for e in entries if e.kind == "d" and e.stored_as}
+    inside = _below(entries, folders)
     out = [FOLDER]
     for e in derived(entries):
-        if not any(p in folders for p in _parents(e.path)):
+        if e.path.rpartition("/")[0] not in inside:
             out.append(encode_name(e.path) + (LINK_SUFFIX if e.kind == "l" else ""))
     return out
+
+
+def on_remote(rclone: RcloneDriver, dst: str) -> bool:
+    """Whether the dataset's folder `dst` on the remote has a derived-name folder (objects, or left empty). A
+    remote that does not answer may: the caller's sync or check then says why."""
+    try:
+        return FOLDER in {name.rstrip("/") for name in rclone.list_dirs(dst)}
+    except Exception:
+        return True
 
 
 @contextlib.contextmanager
 def stage(entries: list[Entry], source: Path, scratch: Path) -> Iterator[Path]:
     """A folder of symlinks, each named as its derived object, to the snapshot's file: what the second sync
-    and check read (with --copy-links)."""
+    and check read (with --copy-links). A file deeper than PATH_MAX is pointed at through a chain of
+    symlinks beside that folder (homelab.backup.longpath.Hops)."""
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="names-", dir=scratch) as folder:
+        staged, hops = Path(folder) / "objects", longpath.Hops(Path(folder) / "hops")
+        staged.mkdir()
         for e in derived(entries):
             if e.stored_as != IN_LISTING:
-                (Path(folder) / Path(e.stored_as).name).symlink_to(source / e.path)
-        yield Path(folder)
+                (staged / Path(e.stored_as).name).symlink_to(hops.to(source / e.path, e.path))
+        yield staged
 
 
 def place(target: Path, entries: list[Entry]) -> list[str]:
     """After a download into target: each derived object moved to its real name, each derived symlink made
-    from the listing. The derived objects found missing (the caller reports them)."""
+    from the listing (a path deeper than PATH_MAX through a short one, homelab.backup.longpath). The
+    derived objects found missing (the caller reports them)."""
     landed = target / FOLDER
     holding = None
     if landed.is_dir():
@@ -128,18 +148,18 @@ def place(target: Path, entries: list[Entry]) -> list[str]:
         landed.rename(holding / "objects")  # a real path under .homelab-names may be placed below
     missing = []
     for e in derived(entries):
-        path = target / e.path
         if e.kind == "d":
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if e.kind == "l":
-            path.symlink_to(e.target)
-            continue
-        found = holding / "objects" / Path(e.stored_as).name if holding else None
-        if found is None or not found.exists():
+        found = holding / "objects" / Path(e.stored_as).name if holding and e.kind == "f" else None
+        if e.kind == "f" and (found is None or not found.exists()):
             missing.append(e.path)
             continue
-        found.replace(path)
+        with longpath.short(target / e.path, create=True) as path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if found is None:
+                path.symlink_to(e.target)
+            else:
+                found.replace(path)
     if holding:
         shutil.rmtree(holding)
     return missing

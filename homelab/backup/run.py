@@ -147,13 +147,23 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
     return failures
 
 
-def _previous_derived(ctx: Context, key: str, remote: str) -> int:
-    """How many derived-name objects the last run that reached this dataset and remote left (or meant to)."""
-    for record in reversed(ctx.state.runs()):
-        for entry in record.datasets:
-            if entry.key == key and entry.remote == remote:
-                return entry.derived_files
-    return 0
+def _previous_derived(ctx: Context, run_id: str, key: str, remote: str, dst: str) -> bool:
+    """Whether `.homelab-names` on the remote may hold objects (which this run's derived-name sync then moves to
+    its archive if no entry points at them). It holds none for sure only when the last successful run left
+    none and nothing since may have: no run after it (a failed or killed one may have written some whatever
+    its record says) and no failed verify (it may have found a stray one). Else the remote is asked."""
+    last = ctx.last_success(key, remote)
+    if last is not None and last.entry.derived_files:
+        return True
+    if last is not None:
+        runs = [r.id for r in ctx.state.runs() if r.id != run_id]
+        since = runs[runs.index(last.run) + 1 :]
+        failed_verify = any(
+            v.result != "success" and (last.end is None or v.time >= last.end) for v in ctx.state.verifies()
+        )
+        if not since and not failed_verify:
+            return False
+    return names.on_remote(ctx.rclone, dst)
 
 
 def _newly_derived(ctx: Context, key: str, remote: str, entries: list[tree.Entry]) -> list[str]:
@@ -181,12 +191,12 @@ def _sync_one(
         ctx.rclone.move_files(dst, archive, renamed, label=f"{label}-rename")
     derived = sum(e.has_object for e in names.derived(entries))
     entry = DatasetRun(dataset=d.name, key=d.key, remote=remote, derived_files=derived)
-    previous = _previous_derived(ctx, d.key, remote)
+    previous = not derived and _previous_derived(ctx, run_id, d.key, remote, dst)
     reporter = options.progress(f"{d.key} -> {remote}") if options.progress else None
     check = CheckResult()
     with names.stage(entries, source, ctx.state.scratch) as staged:
         parts = [(Part(source, dst, archive, tuple(names.skipped(entries))), "", reporter)]
-        if derived or previous:  # none now: the sync of an empty folder moves the old ones to the archive
+        if derived or previous:  # none now: the sync of an empty folder moves any left to the archive
             folder = names.FOLDER
             parts.append((Part(staged, f"{dst}/{folder}", f"{archive}/{folder}", follow_links=True), folder, None))
         for part, prefix, progress in parts:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from homelab.backup import longpath
 from homelab.runtime.rclone import LINK_SUFFIX, encode_name
 
 
@@ -87,20 +88,12 @@ def scan(root: Path) -> list[Entry]:
     pending = [("", str(root))]
     while pending:
         prefix, folder = pending.pop()
-        with os.scandir(folder) as items:
-            for item in items:
-                rel = prefix + item.name
-                st = item.stat(follow_symlinks=False)
-                if item.is_symlink():
-                    entries.append(_entry(rel, st, os.readlink(item.path)))  # noqa: PTH115 - scandir gives str
-                    continue
-                if item.is_dir(follow_symlinks=False):
-                    pending.append((rel + "/", item.path))
-                elif not stat.S_ISREG(st.st_mode):
-                    continue  # a socket, FIFO or device: rclone skips them, so the listing does too
-                elif st.st_nlink > 1:
-                    inodes[rel] = (st.st_dev, st.st_ino)
-                entries.append(_entry(rel, st, where=item.path if xattrs else None))
+        if longpath.is_long(folder, 1 + longpath.NAME_MAX):
+            # a folder whose entries are past PATH_MAX: read through a short path to it (homelab.backup.longpath)
+            with longpath.short(Path(folder), inside=True) as here:
+                _read_folder(str(here), prefix, folder, xattrs, entries, inodes, pending)
+        else:
+            _read_folder(folder, prefix, folder, xattrs, entries, inodes, pending)
     entries.sort()
     first: dict[tuple[int, int], str] = {}
     for n, e in enumerate(entries):
@@ -109,6 +102,32 @@ def scan(root: Path) -> list[Entry]:
             if name != e.path:
                 entries[n] = e._replace(link=name)
     return entries
+
+
+def _read_folder(
+    here: str,
+    prefix: str,
+    folder: str,
+    xattrs: bool,
+    entries: list[Entry],
+    inodes: dict[str, tuple[int, int]],
+    pending: list[tuple[str, str]],
+) -> None:
+    """The entries of one folder, read at `here` (the folder's path, or a short one to it)."""
+    with os.scandir(here) as items:
+        for item in items:
+            rel = prefix + item.name
+            st = item.stat(follow_symlinks=False)
+            if item.is_symlink():
+                entries.append(_entry(rel, st, os.readlink(item.path)))  # noqa: PTH115 - scandir gives str
+                continue
+            if item.is_dir(follow_symlinks=False):
+                pending.append((rel + "/", f"{folder}/{item.name}"))
+            elif not stat.S_ISREG(st.st_mode):
+                continue  # a socket, FIFO or device: rclone skips them, so the listing does too
+            elif st.st_nlink > 1:
+                inodes[rel] = (st.st_dev, st.st_ino)
+            entries.append(_entry(rel, st, where=item.path if xattrs else None))
 
 
 def rclone_names(entries: list[Entry]) -> list[str]:
@@ -199,34 +218,41 @@ def apply(target: Path, entries: list[Entry]) -> Applied:
     as_root = os.geteuid() == 0
     done.owners_skipped = not as_root
     for e in entries:  # first, so each folder's mtime set below is the last write inside it
-        path, first = target / e.path, target / e.link
-        if e.link and path.is_file() and first.is_file() and not path.samefile(first):
-            path.unlink()
-            os.link(first, path)
+        if e.link:
+            with longpath.short(target / e.path) as path, longpath.short(target / e.link) as first:
+                if path.is_file() and first.is_file() and not path.samefile(first):
+                    path.unlink()
+                    os.link(first, path)
     # the root ("") is one level above the top-level entries: last of all, after any folder created in it
     for e in sorted(entries, key=lambda e: (-(e.path.count("/") + bool(e.path)), e.kind == "d", e.path)):
-        path = target / e.path if e.path else target
-        if e.kind == "d" and not path.exists():
-            path.mkdir(parents=True)
-            done.folders_created += 1
-        if not path.is_symlink() and not path.exists():
-            continue
-        if (e.kind == "l") != path.is_symlink():
-            continue
-        if e.sparse and not e.link:
-            punch_holes(path)
-        for name, value in e.xattrs:
-            try:
-                os.setxattr(path, name, bytes.fromhex(value), follow_symlinks=False)
-            except OSError as exc:
-                done.xattrs_failed.append(f"{e.path or '.'}: {name}: {exc.strerror}")
-        if as_root:
-            os.chown(path, e.uid, e.gid, follow_symlinks=False)
-        if e.kind != "l":
-            path.chmod(e.mode)
-        os.utime(path, ns=(e.mtime_ns, e.mtime_ns), follow_symlinks=False)
-        done.entries += 1
+        # a path deeper than PATH_MAX is reached through a short one (homelab.backup.longpath)
+        with longpath.short(target / e.path if e.path else target, create=e.kind == "d") as path:
+            if _apply_one(e, path, done, as_root):
+                done.entries += 1
     return done
+
+
+def _apply_one(e: Entry, path: Path, done: Applied, as_root: bool) -> bool:
+    if e.kind == "d" and not path.exists():
+        path.mkdir(parents=True)
+        done.folders_created += 1
+    if not path.is_symlink() and not path.exists():
+        return False
+    if (e.kind == "l") != path.is_symlink():
+        return False
+    if e.sparse and not e.link:
+        punch_holes(path)
+    for name, value in e.xattrs:
+        try:
+            os.setxattr(path, name, bytes.fromhex(value), follow_symlinks=False)
+        except OSError as exc:
+            done.xattrs_failed.append(f"{e.path or '.'}: {name}: {exc.strerror}")
+    if as_root:
+        os.chown(path, e.uid, e.gid, follow_symlinks=False)
+    if e.kind != "l":
+        path.chmod(e.mode)
+    os.utime(path, ns=(e.mtime_ns, e.mtime_ns), follow_symlinks=False)
+    return True
 
 
 def differences(expected: list[Entry], root: Path) -> list[str]:
@@ -235,23 +261,28 @@ def differences(expected: list[Entry], root: Path) -> list[str]:
     as_root = os.geteuid() == 0
     xattrs = has_xattrs(root)
     for e in expected:
-        path = root / e.path if e.path else root
-        try:
-            got = _entry(e.path, path.lstat(), str(path.readlink()) if e.kind == "l" else "", path if xattrs else None)
-        except FileNotFoundError:
-            problems.append(f"{e.path}: not restored")
-            continue
-        wanted = [("kind", e.kind, got.kind), ("target", e.target, got.target), ("mtime", e.mtime_ns, got.mtime_ns)]
-        wanted.append(("xattrs", e.xattrs, got.xattrs))
-        if e.link:
-            linked = (root / e.link).exists() and path.samefile(root / e.link)
-            wanted.append(("hardlink to", e.link, e.link if linked else "none"))
-        if e.kind != "l":
-            wanted.append(("mode", oct(e.mode), oct(got.mode)))
-        if as_root:
-            wanted += [("uid", e.uid, got.uid), ("gid", e.gid, got.gid)]
-        for what, want, have in wanted:
-            if want != have:
-                problems.append(f"{e.path or '.'}: {what} {have} (snapshot: {want})")
-                break
+        with longpath.short(root / e.path if e.path else root) as path, longpath.short(root / e.link) as first:
+            problem = _difference(e, path, first, as_root, xattrs)
+        if problem:
+            problems.append(problem)
     return problems
+
+
+def _difference(e: Entry, path: Path, first: Path, as_root: bool, xattrs: bool) -> str | None:
+    try:
+        got = _entry(e.path, path.lstat(), str(path.readlink()) if e.kind == "l" else "", path if xattrs else None)
+    except FileNotFoundError:
+        return f"{longpath.shown(e.path)}: not restored"
+    wanted = [("kind", e.kind, got.kind), ("target", e.target, got.target), ("mtime", e.mtime_ns, got.mtime_ns)]
+    wanted.append(("xattrs", e.xattrs, got.xattrs))
+    if e.link:
+        linked = first.exists() and path.samefile(first)
+        wanted.append(("hardlink to", e.link, e.link if linked else "none"))
+    if e.kind != "l":
+        wanted.append(("mode", oct(e.mode), oct(got.mode)))
+    if as_root:
+        wanted += [("uid", e.uid, got.uid), ("gid", e.gid, got.gid)]
+    for what, want, have in wanted:
+        if want != have:
+            return f"{longpath.shown(e.path) or '.'}: {what} {have} (snapshot: {want})"
+    return None

@@ -1,5 +1,6 @@
 """`backup verify`: cryptcheck every object of the last successful backup against its snapshot (those
-stored under derived names against their files, homelab.backup.names)."""
+stored under derived names against their files, homelab.backup.names): each object that differs, is missing,
+or is on the remote with no entry of the listing pointing at it (`.homelab-names` included) is named."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def verify(ctx: Context, only: list[str] | None = None, say: Say = quiet) -> Ver
                 names.stage(entries, source, ctx.state.scratch) as staged,
             ):
                 result = Part(source, dst, "", tuple(names.skipped(entries))).check(ctx.rclone, label)
-                if last.entry.derived_files:
+                if last.entry.derived_files or names.on_remote(ctx.rclone, dst):
                     derived = Part(staged, f"{dst}/{names.FOLDER}", "", follow_links=True)
                     absorb_part(result, derived.check(ctx.rclone, f"{label}-names"), names.FOLDER)
             checked += result.matched

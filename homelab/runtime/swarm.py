@@ -143,6 +143,7 @@ class Swarm(Protocol):
     def objects(self, kind: str, namespace: str) -> list[str]: ...
     def remove_objects(self, kind: str, names: Sequence[str]) -> None: ...
     def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]: ...
+    def subnets(self, network: str) -> list[str]: ...
 
 
 class SwarmCli:
@@ -227,3 +228,10 @@ class SwarmCli:
     def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]:
         argv = [self.docker, "service", "logs", "--no-task-ids", "--tail", tail]
         return [*argv, "-f", name] if follow else [*argv, name]
+
+    def subnets(self, network: str) -> list[str]:
+        """The subnets of a network of this engine (IPAM config); empty when there is no such network."""
+        proc = self._run("network", "inspect", network, "--format", "{{json .IPAM.Config}}", check=False)
+        if proc.returncode != 0:
+            return []
+        return [c["Subnet"] for c in json.loads(proc.stdout or "null") or [] if c.get("Subnet")]

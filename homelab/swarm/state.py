@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from ipaddress import ip_network
 
 from homelab.doctor import Check
 from homelab.errors import CommandFailed
@@ -20,6 +21,8 @@ from homelab.swarm.converge import describe_tasks
 # Between nodes (Docker's overlay network docs): 2377/tcp to managers (cluster management), 7946/tcp+udp
 # (node discovery), 4789/udp (VXLAN data); ESP (IP protocol 50) too when the overlay is encrypted.
 MANAGER_PORT, GOSSIP_PORT = 2377, 7946
+# the bridge `swarm init` makes between a node's tasks and the outside, from the engine's next free pool
+GATEWAY_BRIDGE = "docker_gwbridge"
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ def checks(plan: Plan, swarm: Swarm, connect: Callable[[str, int], None] | None 
         if node.state != "ready" or node.availability != "active":
             yield Check("warn", f"node {node.hostname}", f"{node.state}, {node.availability}: nothing is placed there")
     yield from _label_checks(found)
+    yield from _gateway_bridge_checks(plan, swarm.subnets(GATEWAY_BRIDGE))
     if len(found) == 1:
         yield Check("ok", "overlay ports", "one node: 2377/7946/4789 are not used between nodes")
         return
@@ -140,6 +144,25 @@ def _label_checks(found: list[Node]) -> Iterator[Check]:
             yield Check("fail", f"label {label}", f"no node has it: {what} stay pending (docs/swarm.md)")
     if len([n for n in found if _labelled(n, STORAGE_LABEL)]) > 1:
         yield Check("fail", f"label {STORAGE_LABEL}", "on more than one node: a dataset exists on one node only")
+
+
+def _gateway_bridge_checks(plan: Plan, subnets: list[str]) -> Iterator[Check]:
+    """docker_gwbridge must stay clear of the proxy network (the deploy fails with "Pool overlaps"), and
+    requests from this node itself to the edge arrive from it (Docker's userland proxy): outside
+    edge.lan_cidrs, LAN-only routes refuse them (docs/swarm.md)."""
+    edge = plan.config.edge
+    proxy, lan = ip_network(edge.proxy_subnet), [ip_network(c) for c in edge.lan_cidrs]
+    name = GATEWAY_BRIDGE
+    for subnet in map(ip_network, subnets):
+        if subnet.overlaps(proxy):
+            yield Check("fail", name, f"{subnet} overlaps edge.proxy_subnet {proxy}: the proxy network cannot be made")
+        elif any(subnet.version == cidr.version and subnet.subnet_of(cidr) for cidr in lan):  # type: ignore[arg-type]
+            yield Check("ok", name, f"{subnet}: inside edge.lan_cidrs")
+        else:
+            why = (
+                "LAN-only routes refuse requests from this node itself (they arrive from it): add it to edge.lan_cidrs"
+            )
+            yield Check("warn", name, f"{subnet} is outside edge.lan_cidrs: {why}")
 
 
 def _port_checks(me: str, found: list[Node], connect: Callable[[str, int], None], encrypted: bool) -> Iterator[Check]:

@@ -11,11 +11,13 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from homelab.backup import BackupError, context, drill, names, restore, run_backup, verify
 from homelab.backup.zfs import open_snapshot
+from homelab.runtime.rclone import Result
 from tests.backup import hostile_names as hostile
 from tests.backup.conftest import KEY, Lab, attributes, make_lab, tree
 from tests.backup.test_served_remotes import _lab, _serve
@@ -124,3 +126,73 @@ def test_on_an_sftp_remote_the_server_refuses_144_byte_names_and_derived_names_k
             assert restore(ctx, KEY, restored, at=record.start).as_of == record.id
             assert tree(restored) == expected
         assert verify(ctx).result == "success"  # no stale object: verify would name it "not in the snapshot"
+
+
+def test_a_failed_derived_name_sync_leaves_no_stale_object_and_verify_names_a_stray_one(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run after a long name went away loses the remote as its derived-name sync starts; the next run
+    moves the old object to its archive (restore --at the first run still finds it), and an object put under
+    `.homelab-names` by hand is named by verify and archived by the next run."""
+    (lab.data / hostile.LONGEST).write_text("long\n")
+    (lab.data / "short.txt").write_text("short\n")
+    ctx = context(lab.loaded, state_dir=lab.state)
+    first = run_backup(ctx).record
+    remote = ctx.remotes[0]
+    derived = f"{ctx.remote_path(remote, 'current', KEY)}/{names.FOLDER}"
+    old = names.object_name(hostile.LONGEST).rpartition("/")[2]
+    assert ctx.rclone.list_files(derived) == [old]
+
+    (lab.data / hostile.LONGEST).rename(lab.data / "was-long.txt")
+    real = ctx.rclone.sync
+
+    def sync(source: Path, dst: str, **options: Any) -> Result:
+        if not dst.endswith("/" + names.FOLDER):
+            return real(source, dst, **options)
+        return Result(False, 1, timed_out=True, errors=["no answer from the remote for 300 s"])
+
+    monkeypatch.setattr(ctx.rclone, "sync", sync)
+    time.sleep(1.1)  # runs are told apart by the second they started in
+    with pytest.raises(BackupError, match="300 s"):
+        run_backup(ctx)
+    monkeypatch.undo()
+    time.sleep(1.1)
+    third = run_backup(ctx).record
+    assert ctx.rclone.list_files(derived) == []
+    assert ctx.rclone.list_files(ctx.remote_path(remote, "archive", third.id, KEY, names.FOLDER)) == [old]
+    restore(ctx, KEY, tmp_path / "first", at=first.start)
+    assert (tmp_path / "first" / hostile.LONGEST).read_text() == "long\n"
+    assert verify(ctx).result == "success"
+
+    stray = tmp_path / "stray"
+    stray.write_text("no entry points at me\n")
+    ctx.rclone.copyto(str(stray), f"{derived}/{names.object_name('gone').rpartition('/')[2]}")
+    with pytest.raises(BackupError, match=f"not in the snapshot: {names.object_name('gone')}"):
+        verify(ctx)
+    fourth = run_backup(ctx).record
+    assert ctx.rclone.list_files(derived) == []
+    assert ctx.rclone.list_files(ctx.remote_path(remote, "archive", fourth.id, KEY, names.FOLDER)) == [
+        names.object_name("gone").rpartition("/")[2]
+    ]
+    assert verify(ctx).result == "success"
+
+
+def test_a_path_deeper_than_path_max_round_trips_through_real_rclone(lab: Lab, tmp_path: Path) -> None:
+    """Folders made one inside the other by relative calls on zfs-fuse, past PATH_MAX: rclone reads the files
+    at the bottom through a chain of symlinks (homelab.backup.longpath.Hops), the restore writes them with
+    openat; content, owners, modes, mtimes, hardlinks (one of them at the top), a symlink and an empty folder
+    come back exactly through restore, restore --at, a full drill and verify."""
+    hostile.make_beyond_path_max(lab.data, total=6000)
+    (lab.data / "short.txt").write_text("short\n")
+    ctx = context(lab.loaded, state_dir=lab.state)
+    record = run_backup(ctx).record
+    with open_snapshot(lab.dataset, record.snapshot, tmp_path / "mnt") as snap:
+        expected = hostile.manifest(snap)
+    assert max(len(p.encode()) for p in expected) > 6000 and expected["shallow-hardlink.txt"][-1] == 3
+    assert record.datasets[0].derived_files == 3
+    restore(ctx, KEY, tmp_path / "latest")
+    assert hostile.manifest(tmp_path / "latest") == expected
+    restore(ctx, KEY, tmp_path / "at", at=record.start + timedelta(seconds=1))
+    assert hostile.manifest(tmp_path / "at") == expected
+    assert drill(ctx, full=True).result == "success"
+    assert verify(ctx).result == "success"

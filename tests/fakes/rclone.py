@@ -14,7 +14,7 @@ import fnmatch
 import os
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from homelab.runtime.rclone import (
@@ -74,7 +74,7 @@ class FakeRclone:
         if failed:
             return failed
         target, archive = self.folder(dst), self.folder(backup_dir)
-        wanted = _left(_objects(source, local=True, follow=follow_links), skip)
+        wanted = _left(_objects(source, local=True, follow=follow_links, prune=skip), skip)
         copied, written = [], 0
         stop, self.stop_sync_after = self.stop_sync_after, None
         for name, (data, mtime) in sorted(wanted.items()):
@@ -92,7 +92,7 @@ class FakeRclone:
                 on_copied(name)
         for name in sorted(set(_left(_objects(target), skip)) - set(wanted)):  # what a filter leaves out stays
             _move(target / name, archive / name)
-        for folder in _left(dict.fromkeys(encode_name(f) for f in _folders(source)), skip):
+        for folder in _left(dict.fromkeys(encode_name(f) for f in _folders(source, prune=skip)), skip):
             (target / folder).mkdir(parents=True, exist_ok=True)
         stats = Stats(written, written, len(copied), len(copied))
         if progress:
@@ -111,7 +111,11 @@ class FakeRclone:
     ) -> CheckResult:
         self.calls.append(("cryptcheck", str(source), dst, None if files is None else list(files)))
         out = CheckResult()
-        local = _left(_objects(source, local=True, follow=follow_links), skip)
+        # --files-from: only the folders holding a listed file are read
+        only = (
+            None if files is None else {"/".join(f.split("/")[:n]) for f in files for n in range(1, f.count("/") + 1)}
+        )
+        local = _left(_objects(source, local=True, follow=follow_links, prune=skip, only=only), skip)
         remote = _left(_objects(self.folder(dst)), skip)
         names = sorted(local if files is None else files)
         for name in names:
@@ -207,14 +211,17 @@ def _left(found: dict[str, object], skip: Sequence[str]) -> dict:
     return {n: v for n, v in found.items() if not any(n == s or n.startswith(s + "/") for s in skip)}
 
 
-def _objects(root: Path, local: bool = False, follow: bool = False) -> dict[str, tuple[bytes, int]]:
+def _objects(
+    root: Path, local: bool = False, follow: bool = False, prune: Sequence[str] = (), only: set[str] | None = None
+) -> dict[str, tuple[bytes, int]]:
     """rclone's view of a tree with --links: name -> (content, mtime_ns); a symlink is NAME.rclonelink (with
     --copy-links, `follow`: the file it points to). The remote's folders hold names as rclone spells them; a
-    local tree's names are spelled so (encode_name)."""
+    local tree's names are spelled so (encode_name). Folders a filter leaves out (`prune`), or not `only`
+    those, are not read."""
     found: dict[str, tuple[bytes, int]] = {}
     if not root.is_dir():
         return found
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in _walk(root, prune, only):
         base = Path(folder)
         for name in files + [d for d in dirs if (base / d).is_symlink()]:
             path = base / name
@@ -230,9 +237,24 @@ def _objects(root: Path, local: bool = False, follow: bool = False) -> dict[str,
     return found
 
 
-def _folders(root: Path) -> list[str]:
+def _walk(root: Path, prune: Sequence[str], only: set[str] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk, not entering a folder rclone's filter `- /NAME/**` leaves out (as rclone does not list it),
+    nor, given `only`, one not in it."""
+    left_out = set(prune)
+    for folder, dirs, files in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        names = {d: encode_name(d if rel == "." else f"{rel}/{d}") for d in dirs}
+        dirs[:] = [
+            d
+            for d in dirs
+            if names[d] not in left_out and (only is None or names[d] in only or Path(folder, d).is_symlink())
+        ]
+        yield folder, dirs, files
+
+
+def _folders(root: Path, prune: Sequence[str] = ()) -> list[str]:
     out = []
-    for folder, dirs, _ in os.walk(root):
+    for folder, dirs, _ in _walk(root, prune):
         base = Path(folder)
         out += [str((base / d).relative_to(root)) for d in dirs if not (base / d).is_symlink()]
     return out

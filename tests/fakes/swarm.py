@@ -6,7 +6,8 @@ spec differs, with one task running the new spec's digest label. Steer it with:
 `nodes_list` (the nodes), `pending[service]` (its task stays pending with that reason),
 `rollback[service]` (its update fails: the previous spec comes back, update state rollback_completed),
 `busy_network[namespace]` (that many `stack rm` fail: a stopping task still uses the stack's network),
-`local_state` / `manager` (what `docker info` says).
+`local_state` / `manager` (what `docker info` says), `network_subnets` (`docker network inspect`: the
+engine's default docker_gwbridge pool unless set).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class FakeSwarm:
         self.configs: dict[str, set[str]] = {}
         self.deployed_files: list[dict[str, Any]] = []
         self.current: dict[str, tuple[str, ...]] = {}  # service -> the secrets its spec names
+        self.network_subnets: dict[str, list[str]] = {"docker_gwbridge": ["172.18.0.0/16"]}
 
     def state(self) -> SwarmState:
         return SwarmState(self.local_state, self.manager, self.nodes_list[0].id)
@@ -152,3 +154,6 @@ class FakeSwarm:
 
     def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]:
         return ["docker", "service", "logs", "--tail", tail, *(["-f"] if follow else []), name]
+
+    def subnets(self, network: str) -> list[str]:
+        return list(self.network_subnets.get(network, []))

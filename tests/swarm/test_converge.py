@@ -182,3 +182,23 @@ def test_doctor_checks_swarm_state_labels_and_ports(lab: Lab) -> None:
     assert ("fail", "node b", "10.0.0.2:7946/tcp not reachable (connection refused)") in found
     assert reached == [("10.0.0.2", 7946)]  # a worker has no 2377
     assert any(level == "warn" and name == "overlay ports" for level, name, _ in found)
+
+
+@pytest.mark.parametrize(
+    ("subnet", "level", "detail"),
+    [
+        ("172.18.0.0/16", "ok", "172.18.0.0/16: inside edge.lan_cidrs"),
+        ("192.168.208.0/20", "warn", "192.168.208.0/20 is outside edge.lan_cidrs: LAN-only routes refuse"),
+        ("172.30.0.0/16", "fail", "172.30.0.0/16 overlaps edge.proxy_subnet 172.30.250.0/24"),
+    ],
+)
+def test_doctor_checks_the_gateway_bridge_against_the_lan_and_the_proxy_subnet(
+    lab: Lab, subnet: str, level: str, detail: str
+) -> None:
+    """The two ways docker_gwbridge's pool (the engine's next free one at `swarm init`) bit the swarm tests:
+    a LAN-only route refused the node's own requests (192.168.x), the proxy network's pool overlapped."""
+    lab.edit("lan_cidrs: [192.168.1.0/24]", "lan_cidrs: [192.168.1.0/24, 172.16.0.0/12]")
+    plan, _, _ = lab.plan()
+    lab.swarm.network_subnets["docker_gwbridge"] = [subnet]
+    (check,) = [c for c in state.checks(plan, lab.swarm) if c.name == "docker_gwbridge"]
+    assert check.level == level and check.detail.startswith(detail), check

@@ -16,7 +16,7 @@ import pytest
 import standins
 from dockerlab import HOMELAB, free_port, https_get, wait_for
 
-from tests.swarm.conftest import make_swarm_deployment, swarm_diagnostics
+from tests.swarm.conftest import GATEWAY_BRIDGE_SUBNET, make_swarm_deployment, swarm_diagnostics
 
 pytestmark = pytest.mark.docker
 
@@ -86,6 +86,18 @@ def test_logs_show_the_swarm_service_and_an_unknown_app_is_an_error(lab) -> None
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr
     assert "unknown service 'jenkins' (services: " in unknown.stderr, unknown.stderr
     assert not unknown.stdout
+
+
+def test_doctor_reads_the_gateway_bridge_of_the_real_swarm(lab) -> None:  # type: ignore[no-untyped-def]
+    """`docker network inspect` of the bridge the swarm fixture made (conftest: 172.29.254.0/24), checked
+    against the lab's edge.lan_cidrs (127/8, 172.16/12) and its proxy subnet."""
+    shown = lab.homelab("doctor", "--json", check=False)
+    checks = {c["name"]: c for c in json.loads(shown.stdout)["checks"]}
+    assert checks.get("docker_gwbridge") == {
+        "level": "ok",
+        "name": "docker_gwbridge",
+        "detail": f"{GATEWAY_BRIDGE_SUBNET}: inside edge.lan_cidrs",
+    }, " ".join(sorted(checks))
 
 
 def test_second_up_changes_nothing(lab) -> None:  # type: ignore[no-untyped-def]

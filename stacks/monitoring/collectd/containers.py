@@ -47,7 +47,8 @@ STACK_NAMESPACE, SWARM_SERVICE = "com.docker.stack.namespace", "com.docker.swarm
 
 
 class Unreadable(Exception):
-    """No cgroup hierarchy (neither v2 nor v1's memory) under the configured root, or no containers folder."""
+    """No cgroup hierarchy (neither v2 with its memory controller nor v1's memory) under the configured root,
+    or no containers folder."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,15 @@ class Layout:
 
 
 def layout(root: str) -> Layout:
-    if (Path(root) / "cgroup.controllers").is_file():
+    controllers = Path(root) / "cgroup.controllers"
+    if controllers.is_file():
+        available = _read(controllers).split()
+        if "memory" not in available:  # e.g. a hybrid host's unified/: memory is bound to its v1 hierarchy
+            raise Unreadable(
+                f"containers: the cgroup v2 hierarchy under {root} has no memory controller (its "
+                f"cgroup.controllers: {' '.join(available) or 'none'}), so no container's memory.current: "
+                "mount the host's /sys/fs/cgroup itself there read-only"
+            )
         return Layout(2, "", "")
     if (Path(root) / "memory").is_dir():
         cpu = next((d for d in ("cpuacct", "cpu,cpuacct") if (Path(root) / d).is_dir()), "cpuacct")
