@@ -166,6 +166,7 @@ ROOT_IMAGES = {
     "nextcloud": "nextcloud:30.0.4-apache",
     "plex": "plexinc/pms-docker:1.41.3.9314-a0bfb8370",
     "graphite": "graphiteapp/graphite-statsd:1.1.10-5",
+    "rstudio": "rocker/rstudio:4.4.2",
 }
 NEXTCLOUD_ENV = {"NEXTCLOUD_ADMIN_USER": "admin", "NEXTCLOUD_ADMIN_PASSWORD": "example", "POSTGRES_HOST": "db"}
 

@@ -16,6 +16,7 @@ def test_empty_entrypoint_is_kept_other_empty_keys_are_dropped(example_config: P
     stack = plan.stacks["dev"]
     rstudio = stack.services["rstudio"]
     rstudio.entrypoint, rstudio.command = [], None  # [] clears the image's entrypoint: it must reach compose
+    rstudio.cap_add = []  # an empty list is dropped (the catalog adds rstudio's six back)
     rstudio.environment["PASSWORD_HINT"] = "costs $5"
     service = yaml.safe_load(render_stack(plan, stack))["services"]["rstudio"]
     assert service["entrypoint"] == []

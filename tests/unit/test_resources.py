@@ -34,7 +34,8 @@ def test_rendered_compose_carries_limits_and_dropped_capabilities(example_config
     dev = yaml.safe_load(render_stack(plan, plan.stacks["dev"]))["services"]
     assert dev["jenkins"]["mem_limit"] == "4g" and dev["jenkins"]["mem_reservation"] == "1g"
     assert dev["jenkins"]["pids_limit"] == 2048 and dev["jenkins"]["cpu_shares"] == 512
-    assert dev["gitea"]["cap_drop"] == ["ALL"] and "cap_drop" not in dev["rstudio"]
+    assert dev["gitea"]["cap_drop"] == ["ALL"] and dev["rstudio"]["cap_drop"] == ["ALL"]
+    assert dev["rstudio"]["cap_add"] == ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"]
     assert "cpus" not in dev["jenkins"]  # no CPU cap unless asked
 
 
@@ -110,4 +111,4 @@ def test_capabilities_are_exactly_what_the_images_facts_justify() -> None:
                 assert set(spec.cap_add) <= wanted, f"{path.stem}/{name}"
             checked.add(name)
     assert {"traefik", "socket-proxy", "nextcloud", "cron", "db", "redis", "gitea", "jenkins", "grafana"} <= checked
-    assert {"plex", "graphite", "nginx", "certbot"} <= checked
+    assert {"plex", "graphite", "nginx", "certbot", "rstudio"} <= checked
