@@ -2,7 +2,7 @@
 
 For every image an enabled service runs (the pinned one, or the `images:` override), pull it when it is
 not present locally, then run one `/bin/sh -c` probe in a throwaway container (`--entrypoint /bin/sh`,
-no network): the uid:gid it runs as, where each program we call is on its PATH, whether each file we call
+no network): the uid:gid it runs as, the uid:gid of each named user its facts rely on, where each program we call is on its PATH, whether each file we call
 or override exists, and that the programs its facts say are absent still are.
 """
 
@@ -20,7 +20,7 @@ from homelab.runtime.docker import Docker, describe_failure
 
 @dataclass(frozen=True)
 class Finding:
-    what: str  # "user", "program wget", "file /init", "absent curl"
+    what: str  # "user", "user rstudio" (a named user), "program wget", "file /init", "absent curl"
     expected: str
     found: str
 
@@ -66,7 +66,7 @@ def images_in_use(plan: Plan) -> list[ImageReport]:
 
 
 def probe_script(facts: ImageFacts) -> str:
-    """Prints `user U:G`, then `program NAME PATH|-`, `file PATH yes|no`, one per line."""
+    """Prints `user U:G`, `named NAME U:G|-:-`, then `program NAME PATH|-`, `file PATH yes|no`, one per line."""
     # PATH searched by hand, not with `command -v`: a shell that runs its own applets (busybox built
     # with FEATURE_SH_STANDALONE) answers for programs that are not there
     lines = [
@@ -74,6 +74,11 @@ def probe_script(facts: ImageFacts) -> str:
         'on_path() { IFS=:; for d in $PATH; do if [ -x "$d/$1" ]; then echo "$d/$1"; unset IFS; return; fi; done; '
         "unset IFS; echo -; }",
     ]
+    for name in sorted(facts.users):
+        quoted = shlex.quote(name)
+        lines.append(
+            f'echo "named {name} $(id -u {quoted} 2>/dev/null || echo -):$(id -g {quoted} 2>/dev/null || echo -)"'
+        )
     for name in sorted({*facts.programs, *facts.absent}):
         lines.append(f'echo "program {name} $(on_path {shlex.quote(name)})"')
     for path in sorted(facts.files):
@@ -89,6 +94,9 @@ def read_probe(facts: ImageFacts, output: str) -> list[Finding]:
         name, _, value = rest.rpartition(" ") if kind != "user" else ("", "", rest)
         seen[f"{kind} {name}".strip()] = value.strip()
     findings = [Finding("user", facts.user.value, seen.get("user", "?"))]
+    for name in sorted(facts.users):
+        found = seen.get(f"named {name}", "?")
+        findings.append(Finding(f"user {name}", facts.users[name].value, "missing" if "-" in found else found))
     on_path = {name: seen.get(f"program {name}", "?") for name in {*facts.programs, *facts.absent}}
     for name in sorted(facts.programs):
         found = on_path[name]

@@ -61,6 +61,9 @@ class ImageFacts(_Fact):
     # worked out, the service keeps Docker's default set (docs/resources.md says which and why)
     capabilities: dict[str, str] | None = None
     drops_to: Sourced | None = None  # uid:gid a root entrypoint switches to (gosu, su, Apache's children)
+    # named users the facts rely on (user name -> its uid:gid in /etc/passwd): a user the image's scripts
+    # only remap when our uid differs from the one it was built with (rocker's rstudio, plex)
+    users: dict[str, Sourced] = {}
 
     def provides(self, called: str) -> bool:
         """Is `called` (a bare name or an absolute path) a program or file this image has?"""

@@ -188,10 +188,18 @@ def _applets() -> set[str]:
     return set(subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split())
 
 
-def faithful_image(workdir: Path, facts: ImageFacts, *, drop: tuple[str, ...] = (), tag: str = "run") -> str:
+def faithful_image(
+    workdir: Path,
+    facts: ImageFacts,
+    *,
+    drop: tuple[str, ...] = (),
+    users: dict[str, str] | None = None,
+    tag: str = "run",
+) -> str:
     """A stand-in generated from an image's facts: its programs (busybox applets where busybox has one,
-    else the stand-in script), its entrypoint files, its user, its start command, its health path.
-    `drop` leaves programs out (a deliberately wrong stand-in)."""
+    else the stand-in script), its entrypoint files, its user and named users, its start command, its
+    health path. `drop` leaves programs out, `users` (name -> uid:gid) puts a named user elsewhere (a
+    deliberately wrong stand-in)."""
     root = Rootfs(workdir / f"{facts.name}-{tag}.tar")
     root.file(".standin/busybox", shutil.which("busybox") or "/bin/busybox")
     root.link(".standin/sh", "busybox")
@@ -222,12 +230,20 @@ def faithful_image(workdir: Path, facts: ImageFacts, *, drop: tuple[str, ...] = 
         changes.append(f"USER {facts.user.value}")
     elif facts.capabilities:
         changes.append(f'ENV STANDIN_CAPS="{" ".join(sorted(facts.capabilities))}"')
-    if facts.drops_to:  # the user the real image has for it (postgres, redis, www-data), named app here
-        uid, gid = facts.drops_to.value.split(":")
-        passwd = f"root:x:0:0::/:/.standin/sh\napp:x:{uid}:{gid}::/:/.standin/sh\n"
-        root.file("etc/passwd", data=passwd.encode(), mode=0o644)
-        root.file("etc/group", data=f"root:x:0:\napp:x:{gid}:\n".encode(), mode=0o644)
+    # /etc/passwd and /etc/group: root; `app` for the uid:gid a root entrypoint drops to (postgres, redis,
+    # www-data: listed first, so that uid's name is app); then each named user of the facts (rstudio), at
+    # its uid:gid, or at the one `users` gives (a deliberately wrong stand-in: rocker's rstudio at 1001:1001)
+    accounts = [("root", "0:0")]
+    if facts.drops_to:
+        accounts.append(("app", facts.drops_to.value))
         changes.append(f"ENV STANDIN_DROP_TO={facts.drops_to.value}")
+    accounts += [(name, (users or {}).get(name, fact.value)) for name, fact in sorted(facts.users.items())]
+    if len(accounts) > 1:
+        ids = [(name, *value.split(":")) for name, value in accounts]
+        passwd = "".join(f"{name}:x:{uid}:{gid}::/:/.standin/sh\n" for name, uid, gid in ids)
+        group = "".join(f"{name}:x:{gid}:\n" for name, _, gid in ids)
+        root.file("etc/passwd", data=passwd.encode(), mode=0o644)
+        root.file("etc/group", data=group.encode(), mode=0o644)
     return root.import_as(f"{PREFIX}/{facts.name}:{tag}", *changes)
 
 

@@ -40,21 +40,24 @@ def test_probe_asks_for_user_programs_absent_programs_and_files() -> None:
     for name in ("wget", "cat", "sh", "curl"):
         assert f'echo "program {name} $(on_path {name})"' in script
     assert "[ -e /init ]" in script
+    # the named user the facts rely on (rocker's rstudio: sessions run as it when USERID is 1000)
+    assert 'echo "named rstudio $(id -u rstudio 2>/dev/null || echo -):$(id -g rstudio 2>/dev/null || echo -)"' in script
 
 
 def test_read_probe_good_and_wrong() -> None:
     good = (
-        "user 0:0\nprogram cat /usr/bin/cat\nprogram curl -\nprogram sh /bin/sh\n"
+        "user 0:0\nnamed rstudio 1000:1000\nprogram cat /usr/bin/cat\nprogram curl -\nprogram sh /bin/sh\n"
         "program wget /usr/bin/wget\nfile /init yes\n"
     )
     assert all(f.ok for f in read_probe(RSTUDIO, good))
     wrong = (
-        "user 1000:1000\nprogram cat /usr/bin/cat\nprogram curl /usr/bin/curl\nprogram sh /bin/sh\n"
+        "user 1000:1000\nnamed rstudio -:-\nprogram cat /usr/bin/cat\nprogram curl /usr/bin/curl\nprogram sh /bin/sh\n"
         "program wget -\nfile /init no\n"
     )
     failed = {f.what: f.found for f in read_probe(RSTUDIO, wrong) if not f.ok}
     assert failed == {
         "user": "1000:1000",
+        "user rstudio": "missing",
         "program wget": "missing",
         "absent curl": "present (/usr/bin/curl)",
         "file /init": "no",
@@ -90,3 +93,27 @@ def test_local_images_are_not_pulled(example_config: Path) -> None:
     docker = FakeDocker(refs, {})
     check_images(plan, docker)  # type: ignore[arg-type]
     assert docker.pulled == [] and set(docker.scripts) == refs
+
+
+# what the probe prints in rocker/rstudio:4.4.2 as pulled before 2024-11-14 (built before rocker-versioned2
+# 99aa645): ubuntu:noble's own `ubuntu` holds 1000:1000, so default_user.sh's `useradd rstudio` got 1001:1001
+OLD_RSTUDIO = (
+    "user 0:0\nnamed rstudio 1001:1001\nprogram cat /usr/bin/cat\nprogram curl -\nprogram sh /bin/sh\n"
+    "program wget /usr/bin/wget\nfile /init yes\n"
+)
+
+
+def test_an_rstudio_pulled_before_the_uid_fix_fails_naming_the_user(example_config: Path) -> None:
+    plan = build_plan(load(example_config))
+    refs = {r.ref for r in images_in_use(plan)}
+    docker = FakeDocker(refs, {"rocker/rstudio:4.4.2": OLD_RSTUDIO})
+    reports = {r.facts.name: r for r in check_images(plan, docker)}  # type: ignore[arg-type]
+    assert "id -u rstudio" in docker.scripts["rocker/rstudio:4.4.2"]
+    rstudio = reports["rstudio"]
+    assert not rstudio.ok and rstudio.error is None
+    assert [(f.what, f.expected, f.found) for f in rstudio.findings if not f.ok] == [
+        ("user rstudio", "1000:1000", "1001:1001")
+    ]
+    # the same image with rstudio at 1000:1000 (built at or after 99aa645) passes
+    docker = FakeDocker(refs, {"rocker/rstudio:4.4.2": OLD_RSTUDIO.replace("1001:1001", "1000:1000")})
+    assert next(r for r in check_images(plan, docker) if r.facts.name == "rstudio").ok  # type: ignore[arg-type]
