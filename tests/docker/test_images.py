@@ -7,6 +7,9 @@
 - The socket proxy, started with the catalog's environment, listens on IPv4 only.
 - `homelab images check` passes on the stand-ins and names what a deliberately wrong one lacks, and names
   the image and the registry error when a pull fails.
+- The stand-ins' /etc/passwd comes from the facts' named users: the real engine's `id rstudio` finds rstudio
+  at 1000:1000 in the faithful one, and `images check` fails a stand-in of rocker/rstudio:4.4.2 as pulled
+  before 2024-11-14 (rstudio at 1001:1001), naming the user.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ def test_images_check_passes_on_the_faithful_standins(deployment) -> None:  # ty
     assert "all 9 images match their facts" in result.stdout, result.stdout
     assert "homelab-test/rstudio:run  (rstudio: rstudio)" in result.stdout
     assert "ok    absent curl" in result.stdout
+    assert "ok    user rstudio                     expected 1000:1000 found 1000:1000" in result.stdout
 
 
 def test_images_check_catches_a_wrong_standin_and_a_failed_pull(deployment, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -133,3 +137,25 @@ def test_images_check_catches_a_wrong_standin_and_a_failed_pull(deployment, tmp_
     assert (
         f"2 of 9 images failed: {unreachable}, {wrong}" in out or f"2 of 9 images failed: {wrong}, {unreachable}" in out
     )
+
+
+def test_images_check_fails_an_rstudio_with_the_old_uid(deployment, world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """rocker/rstudio:4.4.2 built before rocker-versioned2 99aa645 (2024-11-14): ubuntu:noble's `ubuntu` holds
+    1000, rstudio is 1001:1001, and init_userconf.sh keeps it for USERID=1000."""
+    facts = all_facts()["rocker/rstudio:4.4.2"]
+    old = standins.faithful_image(tmp_path, facts, users={"rstudio": "1001:1001"}, tag="olduid")
+    ids = docker("run", "--rm", "--entrypoint", "/bin/sh", old, "-c", "id -u rstudio; id -g rstudio").stdout
+    assert ids.split() == ["1001", "1001"], ids
+    before = deployment.data["images"]
+    deployment.data["images"] = {**world[2], "rstudio": old}  # every other image the faithful stand-in
+    deployment.write()
+    try:
+        result = deployment.homelab("images", "check", check=False, timeout=600)
+    finally:
+        deployment.data["images"] = before
+        deployment.write()
+    out = result.stdout
+    assert result.returncode == 1, out + result.stderr
+    assert f"{old}  (rstudio: rstudio)" in out
+    assert "FAIL  user rstudio                     expected 1000:1000 found 1001:1001" in out, out
+    assert f"1 of 9 images failed: {old}" in out, out
