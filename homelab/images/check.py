@@ -2,8 +2,9 @@
 
 For every image an enabled service runs (the pinned one, or the `images:` override), pull it when it is
 not present locally, then run one `/bin/sh -c` probe in a throwaway container (`--entrypoint /bin/sh`,
-no network): the uid:gid it runs as, the uid:gid of each named user its facts rely on, where each program we call is on its PATH, whether each file we call
-or override exists, and that the programs its facts say are absent still are.
+no network): the uid:gid it runs as, the uid:gid of each named user its facts rely on, where each
+program we call is on its PATH, whether each file we call or override exists, and that the programs
+its facts say are absent still are.
 """
 
 from __future__ import annotations

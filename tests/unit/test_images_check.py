@@ -41,7 +41,8 @@ def test_probe_asks_for_user_programs_absent_programs_and_files() -> None:
         assert f'echo "program {name} $(on_path {name})"' in script
     assert "[ -e /init ]" in script
     # the named user the facts rely on (rocker's rstudio: sessions run as it when USERID is 1000)
-    assert 'echo "named rstudio $(id -u rstudio 2>/dev/null || echo -):$(id -g rstudio 2>/dev/null || echo -)"' in script
+    named = 'echo "named rstudio $(id -u rstudio 2>/dev/null || echo -):$(id -g rstudio 2>/dev/null || echo -)"'
+    assert named in script
 
 
 def test_read_probe_good_and_wrong() -> None:
