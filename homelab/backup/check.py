@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from homelab.runtime.rclone import CheckResult, RcloneDriver
+from homelab.runtime.rclone import CheckResult, CopiedFn, ProgressFn, RcloneDriver, Result
 
 CHECK_BATCH_FILES = 2000  # objects written before a check batch starts...
 CHECK_BATCH_WAIT = 2.0  # ...or seconds since the first of them was written
@@ -28,6 +28,21 @@ class Part:
     archive: str  # the sync's --backup-dir
     skip: tuple[str, ...] = ()
     follow_links: bool = False
+
+    def sync(
+        self, rclone: RcloneDriver, label: str, progress: ProgressFn | None = None, on_copied: CopiedFn | None = None
+    ) -> Result:
+        """`rclone sync` of the part, what it replaces or deletes kept in its archive."""
+        return rclone.sync(
+            self.source,
+            self.dst,
+            backup_dir=self.archive,
+            label=label,
+            progress=progress,
+            on_copied=on_copied,
+            skip=self.skip,
+            follow_links=self.follow_links,
+        )
 
     def check(self, rclone: RcloneDriver, label: str, files: list[str] | None = None) -> CheckResult:
         skip = self.skip if files is None else ()  # a list of written objects holds none of them

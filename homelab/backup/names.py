@@ -42,16 +42,23 @@ MAX_ENCRYPTED_PATH = 3000  # characters below the dataset's folder, leaving room
 QUOTE = "\u201b"
 
 
-def encrypted_length(name: str) -> int:
-    """Characters of the crypt's standard encryption of a name: PKCS#7 padding to 16 bytes, base32."""
-    size = len(encode_name(name).encode("utf-8", errors="surrogateescape"))
+def _spelled_bytes(spelled: str) -> int:
+    """Bytes of a name as rclone spells it (encode_name): what the crypt encrypts."""
+    return len(spelled.encode("utf-8", errors="surrogateescape"))
+
+
+def _encrypted_chars(size: int) -> int:
     return math.ceil((size // 16 + 1) * 16 * 8 / 5)
 
 
-def _own_name_unfit(name: str) -> bool:
-    if any("\udc80" <= c <= "\udcff" for c in name) or QUOTE in name:
-        return True
-    return len(encode_name(name).encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES
+def encrypted_length(name: str) -> int:
+    """Characters of the crypt's standard encryption of a name: PKCS#7 padding to 16 bytes, base32."""
+    return _encrypted_chars(_spelled_bytes(encode_name(name)))
+
+
+def _own_name_unfit(name: str, size: int) -> bool:
+    """`size`: the name's bytes as rclone spells it."""
+    return any("\udc80" <= c <= "\udcff" for c in name) or QUOTE in name or size > MAX_NAME_BYTES
 
 
 def object_name(path: str) -> str:
@@ -67,16 +74,18 @@ def assign(entries: list[Entry]) -> list[Entry]:
         if not e.path:
             continue
         folder, _, name = e.path.rpartition("/")
-        encrypted[e.path] = encrypted[folder] + bool(folder) + encrypted_length(name)
+        spelled = encode_name(name)  # once per entry: rclone's spelling serves all three tests below
+        size = _spelled_bytes(spelled)
+        encrypted[e.path] = encrypted[folder] + bool(folder) + _encrypted_chars(size)
         if (
-            _own_name_unfit(name)
+            _own_name_unfit(name, size)
             or encrypted[e.path] > MAX_ENCRYPTED_PATH
             or e.path == FOLDER
             or e.path.startswith(FOLDER + "/")
         ):
             unfit.add(e.path)
         # rclone's view of the name: what it compares, normalised as its sync does
-        twins[(folder, unicodedata.normalize("NFC", encode_name(name)))].append(e.path)
+        twins[(folder, unicodedata.normalize("NFC", spelled))].append(e.path)
     unfit.update(p for paths in twins.values() if len(paths) > 1 for p in paths)
     out = []
     below = _below(entries, unfit)

@@ -30,14 +30,7 @@ def deep_check(ctx: Context, part: Part, label: str) -> tuple[CheckResult, int]:
     if not stale or found.errors or found.extra:
         return found, 0
     ctx.rclone.move_files(part.dst, part.archive, stale, label=f"{label}-deep-move")
-    again = ctx.rclone.sync(
-        part.source,
-        part.dst,
-        backup_dir=part.archive,
-        label=f"{label}-deep-sync",
-        skip=part.skip,
-        follow_links=part.follow_links,
-    )
+    again = part.sync(ctx.rclone, f"{label}-deep-sync")
     if not again.ok:
         found.errors.append(again.why("sync"))
         return found, 0

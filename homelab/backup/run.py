@@ -243,16 +243,7 @@ def _sync_part(ctx: Context, part: Part, label: str, progress: ProgressFn | None
     sent against the hash the remote gives for what it stored: rclone_log._HASH_OK), else - the remote gave
     no hash - by a cryptcheck, while the sync writes the others (which fails when it finds no hash either)."""
     checker = CheckAsWritten(ctx.rclone, part, label)
-    sync = ctx.rclone.sync(
-        part.source,
-        part.dst,
-        backup_dir=part.archive,
-        label=f"{label}-sync",
-        progress=progress,
-        on_copied=checker.add,
-        skip=part.skip,
-        follow_links=part.follow_links,
-    )
+    sync = part.sync(ctx.rclone, f"{label}-sync", progress, checker.add)
     checked = checker.finish(sync.unverified)
     checked.matched += len(sync.copied) - len(sync.unverified)
     return sync, checked

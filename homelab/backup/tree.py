@@ -88,12 +88,21 @@ def scan(root: Path) -> list[Entry]:
     pending = [("", str(root))]
     while pending:
         prefix, folder = pending.pop()
-        if longpath.is_long(folder, 1 + longpath.NAME_MAX):
-            # a folder whose entries are past PATH_MAX: read through a short path to it (homelab.backup.longpath)
-            with longpath.short(Path(folder), inside=True) as here:
-                _read_folder(str(here), prefix, folder, xattrs, entries, inodes, pending)
-        else:
-            _read_folder(folder, prefix, folder, xattrs, entries, inodes, pending)
+        # a folder whose entries are past PATH_MAX is read through a short path to it (homelab.backup.longpath)
+        with longpath.short(Path(folder), inside=True) as here, os.scandir(here) as items:
+            for item in items:
+                rel = prefix + item.name
+                st = item.stat(follow_symlinks=False)
+                if item.is_symlink():
+                    entries.append(_entry(rel, st, os.readlink(item.path)))  # noqa: PTH115 - scandir gives str
+                    continue
+                if item.is_dir(follow_symlinks=False):
+                    pending.append((rel + "/", f"{folder}/{item.name}"))
+                elif not stat.S_ISREG(st.st_mode):
+                    continue  # a socket, FIFO or device: rclone skips them, so the listing does too
+                elif st.st_nlink > 1:
+                    inodes[rel] = (st.st_dev, st.st_ino)
+                entries.append(_entry(rel, st, where=item.path if xattrs else None))
     entries.sort()
     first: dict[tuple[int, int], str] = {}
     for n, e in enumerate(entries):
@@ -102,32 +111,6 @@ def scan(root: Path) -> list[Entry]:
             if name != e.path:
                 entries[n] = e._replace(link=name)
     return entries
-
-
-def _read_folder(
-    here: str,
-    prefix: str,
-    folder: str,
-    xattrs: bool,
-    entries: list[Entry],
-    inodes: dict[str, tuple[int, int]],
-    pending: list[tuple[str, str]],
-) -> None:
-    """The entries of one folder, read at `here` (the folder's path, or a short one to it)."""
-    with os.scandir(here) as items:
-        for item in items:
-            rel = prefix + item.name
-            st = item.stat(follow_symlinks=False)
-            if item.is_symlink():
-                entries.append(_entry(rel, st, os.readlink(item.path)))  # noqa: PTH115 - scandir gives str
-                continue
-            if item.is_dir(follow_symlinks=False):
-                pending.append((rel + "/", f"{folder}/{item.name}"))
-            elif not stat.S_ISREG(st.st_mode):
-                continue  # a socket, FIFO or device: rclone skips them, so the listing does too
-            elif st.st_nlink > 1:
-                inodes[rel] = (st.st_dev, st.st_ino)
-            entries.append(_entry(rel, st, where=item.path if xattrs else None))
 
 
 def rclone_names(entries: list[Entry]) -> list[str]:

@@ -50,7 +50,7 @@ _RESPELLED = re.compile("[" + "".join(re.escape(c) for c in _PICTURES | _QUOTED)
 
 def encode_name(name: str) -> str:
     """The name rclone gives a local file (in its logs, listings, filters and the file lists it reads)."""
-    # most names need nothing: the search is what they cost (a backup spells every name three times)
+    # most names need nothing: the search is what they cost (a backup spells every name of the tree)
     return name.translate(_SPELLING) if _RESPELLED.search(name) else name
 
 

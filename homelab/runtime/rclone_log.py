@@ -7,7 +7,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,16 +103,6 @@ class CheckResult:
         )
 
 
-def _entries(log: Path) -> Iterator[dict[str, Any]]:
-    if not log.exists():
-        return
-    with log.open(encoding="utf-8", errors="surrogateescape") as handle:
-        for line in handle:
-            entry = _json_line(line)
-            if entry is not None:
-                yield entry
-
-
 def _json_line(line: str) -> dict[str, Any] | None:
     # a sync's DEBUG chatter (all but crypt's hash lines: _HASH_OK) is skipped unparsed
     if '"level":"debug"' in line and (' OK","' not in line or '"msg":"size = ' in line):
@@ -154,10 +144,10 @@ class Reading:
         self.stats = Stats()
         self.errors: list[str] = []
         self.copied: list[str] = []
-        self.verified: list[str] = []
+        self.verified: dict[str, None] = {}  # in log order; a dict for the tail's look-ups
 
-    def read(self, entry: dict[str, Any]) -> tuple[Stats | None, str | None, str | None]:
-        """(its stats, the object it says was written, the object it says was checked by hash), each if any."""
+    def read(self, entry: dict[str, Any]) -> tuple[Stats | None, str | None]:
+        """(its stats, the object it says was written), each if any."""
         stats = _stats(entry)
         self.stats = stats or self.stats
         level = entry.get("level", "")
@@ -171,11 +161,10 @@ class Reading:
             self.errors.append(f"{obj}: {msg} (the remote gave no hash for them)" if obj else msg)
         elif name := _copied(entry):
             self.copied.append(name)
-            return stats, name, None
+            return stats, name
         elif name := _verified(entry):
-            self.verified.append(name)
-            return stats, None, name
-        return stats, None, None
+            self.verified[name] = None
+        return stats, None
 
     def result(self, returncode: int) -> Result:
         ok = returncode == 0 and not self.errors
@@ -183,10 +172,10 @@ class Reading:
 
 
 def parse_log(log: Path, returncode: int) -> Result:
-    reading = Reading()
-    for entry in _entries(log):
-        reading.read(entry)
-    return reading.result(returncode)
+    """The result of a command whose log is complete: what a tail reads in one go."""
+    tail = Tail(log, None, None, stall=float("inf"))
+    tail.poll(final=True)
+    return tail.result(returncode)
 
 
 def _copied(entry: dict[str, Any]) -> str | None:
@@ -240,22 +229,19 @@ class Tail:
         self._position, self._partial = 0, b""
         self._moved: tuple[Any, ...] | None = None
         self._since = clock()
-        self._verified: set[str] = set()
 
     def poll(self, *, final: bool = False) -> str | None:
         """Read what was added; `final`: the command has ended, a last line without its newline is read too."""
         last = None
         for entry in self._new_entries(final):
-            stats, name, checked = self.reading.read(entry)
+            stats, name = self.reading.read(entry)
             moved = _moved(entry)
             # errors and retries are not progress: a remote that stopped answering makes plenty of them
             if (moved is not None and moved != self._moved) or name:
                 self._moved = moved or self._moved
                 self._since = self.clock()
             last = stats or last
-            if checked:
-                self._verified.add(checked)
-            if name and self.on_copied and name not in self._verified:
+            if name and self.on_copied and name not in self.reading.verified:
                 self.on_copied(name)
         if last and self.progress:
             self.progress(last)
