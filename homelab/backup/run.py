@@ -124,7 +124,6 @@ def _dataset(ctx: Context, record: Run, d: Dataset, options: Options) -> list[st
     ctx.snapshots.clean_stale_clones(d.name)
     ctx.snapshots.snapshot(d.name, record.snapshot)
     say(f"snapshot {d.name}@{record.snapshot}")
-    files = size = 0
     # beside the run's own thread: the manifest written while the sync uploads, the listings uploaded while
     # the snapshot's read clone is destroyed (neither reads the snapshot)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="backup-beside") as beside:
