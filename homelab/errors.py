@@ -9,6 +9,8 @@ import subprocess
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from homelab.redact import redact
+
 
 class ExitCode(IntEnum):
     """What `homelab` exits with; scripts may rely on these (docs/cli.md)."""
@@ -76,7 +78,6 @@ class CommandFailed(HomelabError):
         return cls(list(proc.args), proc.returncode, proc.stdout or "", proc.stderr or "", redactions)
 
     def __str__(self) -> str:
-        from homelab.runtime.process import redact
 
         tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
         detail = "\n  ".join(tail)

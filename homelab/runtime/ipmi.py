@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from homelab.errors import EnvironmentProblem
+from homelab.redact import redact
 from homelab.runtime import process
 
 
@@ -47,7 +48,7 @@ class Ipmitool:
         )
         where = f"the BMC at {self.address}" if self.address else "the local BMC (/dev/ipmi0)"
         if done.returncode != 0 and not done.stdout.strip():
-            detail = process.redact((done.stderr or "").strip().splitlines()[-1:][0] if done.stderr.strip() else "",
+            detail = redact((done.stderr or "").strip().splitlines()[-1:][0] if done.stderr.strip() else "",
                                     [self.password or ""])  # fmt: skip
             raise EnvironmentProblem(f"ipmitool {' '.join(command)} failed on {where}: {detail or 'no output'}")
         return done.stdout

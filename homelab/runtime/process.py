@@ -13,17 +13,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from homelab.errors import CommandFailed
+from homelab.redact import redact
 
 log = logging.getLogger("homelab.process")
-
-REDACTED = "********"
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 def run(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from homelab.errors import HomelabError
+from homelab.redact import redact
 from homelab.runtime import process
 from homelab.runtime.rclone_log import (
     ENOSPC_MARKERS,
@@ -182,7 +183,7 @@ class Rclone:
         except subprocess.TimeoutExpired:
             raise RcloneError(f"rclone {args[0]}: no answer from the remote in {limit:g} s") from None
         if check and proc.returncode != 0:
-            tail = process.redact((proc.stderr or proc.stdout).strip(), self.redactions).splitlines()[-3:]
+            tail = redact((proc.stderr or proc.stdout).strip(), self.redactions).splitlines()[-3:]
             raise RcloneError(f"rclone {args[0]} failed (exit {proc.returncode}): " + " | ".join(tail))
         return proc.stdout
 
@@ -218,9 +219,9 @@ class Rclone:
             result.ok, result.timed_out = False, True
             result.errors.insert(0, stopped)
         if proc.returncode != 0 and not result.errors:
-            detail = process.redact((proc.stderr or proc.stdout or "").strip(), self.redactions)
+            detail = redact((proc.stderr or proc.stdout or "").strip(), self.redactions)
             result.errors.append(detail or f"rclone exited with {proc.returncode}")
-        result.errors = [process.redact(e, self.redactions) for e in result.errors]
+        result.errors = [redact(e, self.redactions) for e in result.errors]
         return result
 
     # --- the commands ---

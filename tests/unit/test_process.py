@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from homelab.errors import CommandFailed
+from homelab.redact import REDACTED
 from homelab.runtime import process
 
 
@@ -16,7 +17,7 @@ def test_run_redacts_secrets_from_the_log_and_the_error(caplog: pytest.LogCaptur
     with pytest.raises(CommandFailed) as failed:
         process.run([sys.executable, "-c", "import sys; print('s3cr3t'); sys.exit(3)", "s3cr3t"], redactions=["s3cr3t"])
     assert "s3cr3t" not in str(failed.value) and "s3cr3t" not in caplog.text
-    assert process.REDACTED in caplog.text
+    assert REDACTED in caplog.text
 
 
 def test_stream_passes_output_through_and_returns_the_exit_code(
