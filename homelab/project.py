@@ -10,7 +10,8 @@ from homelab.certs.staging import with_stages
 from homelab.config.loader import LoadedConfig
 from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import Plan, build_plan
-from homelab.render import Rendering, render_all
+from homelab.render import render_all
+from homelab.render.rendering import Rendering
 from homelab.secrets import secret_contents, user_secret_values
 
 

@@ -11,42 +11,13 @@ import copy
 import gc
 import os
 import sys
-from typing import Annotated
 
 import typer
 from typer.main import get_command_name
 
-from homelab import __version__
-from homelab.cli.errors import HandledGroup
-from homelab.cli.options import VERBOSITY, set_verbosity
+from homelab.cli.app import app as app
 
 __all__ = ["app", "main"]
-
-app = typer.Typer(
-    name="homelab",
-    help="Turn one homelab.yaml into running, monitored, backed-up Docker Compose stacks.",
-    cls=HandledGroup,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"homelab {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(
-    ctx: typer.Context,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
-    ] = False,
-) -> None:
-    set_verbosity(ctx.meta.get(VERBOSITY, 0))
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from homelab.cli import app
+from homelab.cli.app import app
 from homelab.cli.options import DEFAULT_CONFIG, ConfigOption, ForceOption, JsonOption, NewConfigOption, OutOption
 from homelab.cli.report import emit_json, print_checks, print_report, report_json
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from homelab.cli import app
+from homelab.cli.app import app
 from homelab.cli.options import JsonOption
 from homelab.cli.report import emit_json, print_table
 

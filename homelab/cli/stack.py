@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from homelab.cli import app
+from homelab.cli.app import app
 from homelab.cli.options import (
     DEFAULT_CONFIG,
     ConfigOption,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from homelab.cli import app
+from homelab.cli.app import app
 from homelab.cli.options import DEFAULT_CONFIG, ConfigOption, JsonOption, OutOption
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from homelab.layout import SECRETS_DIR, project_name
 from homelab.plan import Plan, Service, Stack
-from homelab.render import GENERATED_MARK
+from homelab.render.rendering import GENERATED_MARK
 from homelab.render.yamldump import dump, escape_compose
 
 

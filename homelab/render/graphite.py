@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from homelab.metrics import Catalog
-from homelab.render import GENERATED_MARK
+from homelab.render.rendering import GENERATED_MARK
 
 
 def max_creates_per_minute(catalog: Catalog) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 from homelab.apps.local_ca import HTTPS_ROOT
 from homelab.layout import EDGE_STACK
 from homelab.plan import Plan
-from homelab.render import Rendering
+from homelab.render.rendering import Rendering
 
 PEBBLE = "pebble"  # the local CA's service (compose/local-ca.yaml)
 PEBBLE_HTTPS_ROOT = Path(__file__).with_name("pebble-https-root.pem")

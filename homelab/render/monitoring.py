@@ -11,7 +11,8 @@ from homelab.layout import COLLECTD_IPMI_SECRET
 from homelab.metrics import catalog_for
 from homelab.monitoring.notify import contact_points
 from homelab.plan import Plan
-from homelab.render import GENERATED_MARK, Rendering, alerts, collectd, dashboards, grafana, graphite
+from homelab.render import alerts, collectd, dashboards, grafana, graphite
+from homelab.render.rendering import GENERATED_MARK, Rendering
 from homelab.render.yamldump import dump
 
 PROVISIONING = "monitoring/grafana/provisioning"

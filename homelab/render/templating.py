@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from homelab.render import GENERATED_MARK
+from homelab.render.rendering import GENERATED_MARK
 
 
 class _PycacheBytecodeCache(jinja2.FileSystemBytecodeCache):
