@@ -26,7 +26,7 @@ from homelab.errors import CommandFailed, ConfigError
 from homelab.health import diagnose, wait_healthy
 from homelab.host import prepare_host
 from homelab.layout import COMPOSE_FILE, PROJECT_PREFIX, SECRETS_DIR, project_name
-from homelab.plan import Plan, Stack
+from homelab.plan_model import Plan, Stack
 from homelab.runtime.docker import OVERRIDE, Container, Engine
 from homelab.runtime.zfs import Zfs, ZfsCli
 

@@ -15,7 +15,7 @@ from homelab.errors import CommandFailed, HomelabError
 from homelab.host import ACME_MODE, acme_json_path, acme_state
 from homelab.images.budget import Budget
 from homelab.memory import ArcPlan, host_budget, plan_arc
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.runtime.docker import Docker, Engine
 from homelab.runtime.ipmi import BmcReader
 from homelab.runtime.swarm import Swarm

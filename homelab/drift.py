@@ -16,7 +16,7 @@ from typing import Literal
 
 from homelab.apply import Convergence, ServiceAction, converge
 from homelab.layout import COMPOSE_FILE
-from homelab.plan import Plan, Service
+from homelab.plan_model import Plan, Service
 from homelab.runtime.docker import Container, Engine
 
 REPAIR = "drift"  # the reason of a recreate this module added: a return to the plan, not an upgrade

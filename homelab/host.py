@@ -16,7 +16,7 @@ from typing import Literal
 
 from homelab.errors import HomelabError
 from homelab.layout import EDGE_STACK
-from homelab.plan import Dataset, Plan
+from homelab.plan_model import Dataset, Plan
 
 ACME_KEY = "edge/acme"  # the dataset that holds acme.json
 ACME_MODE = 0o600

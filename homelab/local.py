@@ -28,7 +28,8 @@ from pathlib import Path
 from homelab.config.loader import LoadedConfig
 from homelab.errors import CommandFailed, EnvironmentProblem
 from homelab.layout import STACKS_DIR
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.render.local_ca import PEBBLE_HTTPS_ROOT
 from homelab.runtime.docker import Docker, describe_failure
 

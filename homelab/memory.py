@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from homelab.images.budget import Budget, budget
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.runtime.machine import Machine, MachineReader
 
 HOST_ROOT = Path("/")  # where /etc and /sys are (tests point it at a folder of their own)

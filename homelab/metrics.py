@@ -22,7 +22,7 @@ from homelab.monitoring.inventory import Limits
 if TYPE_CHECKING:
     from homelab.config.models import Config
     from homelab.monitoring.inventory import Inventory
-    from homelab.plan import Plan
+    from homelab.plan_model import Plan
     from homelab.profiles import Profile
 
 PREFIX = "collectd."

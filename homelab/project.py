@@ -9,7 +9,8 @@ from homelab import writer
 from homelab.certs.staging import with_stages
 from homelab.config.loader import LoadedConfig
 from homelab.layout import SECRETS_DIR, STACKS_DIR
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.render import render_all
 from homelab.render.rendering import Rendering
 from homelab.secrets import secret_contents, user_secret_values

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from homelab.config.loader import LoadedConfig, secret_refs
 from homelab.errors import ConfigError
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 
 
 def user_secret_values(loaded: LoadedConfig) -> dict[str, str]:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from homelab.certs.store import Issued, UnreadableStore, read_holdings
 from homelab.layout import project_name
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.runtime.docker import Engine
 
 

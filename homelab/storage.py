@@ -22,7 +22,7 @@ from typing import Literal
 
 from homelab.errors import CommandFailed, HomelabError
 from homelab.host import ACME_MODE, HostError, acme_json_of, acme_state, ensure_acme_json
-from homelab.plan import Dataset, Plan
+from homelab.plan_model import Dataset, Plan
 from homelab.runtime.zfs import Prop, Zfs, ZfsCli
 
 # properties only settable when the dataset is created

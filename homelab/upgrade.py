@@ -31,7 +31,7 @@ from homelab.drift import REPAIR
 from homelab.errors import CommandFailed, HomelabError
 from homelab.health import ApplyFailed
 from homelab.layout import COMPOSE_FILE
-from homelab.plan import Plan, Stack
+from homelab.plan_model import Plan, Stack
 from homelab.runtime.docker import Engine
 from homelab.runtime.zfs import Zfs, ZfsCli
 from homelab.upgrade_journal import RECORDS_DIR, ImageChange, Record, UpgradeRefused, process_started

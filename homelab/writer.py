@@ -27,7 +27,7 @@ from homelab.errors import RefusedToOverwrite, WriteFailed
 from homelab.layout import SECRETS_DIR
 from homelab.ownership import MANIFEST, manifest_bytes, write_all
 from homelab.ownership import digest as _sha
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 
 Status = Literal["new", "changed", "identical", "obsolete"]
 

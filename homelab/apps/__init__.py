@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from homelab.config.models import Config
-    from homelab.plan import AppContext
+    from homelab.plan_model import AppContext
 
 Hook = Callable[["AppContext"], None]
 

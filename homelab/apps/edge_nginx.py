@@ -5,7 +5,7 @@ certbot runs certbot's own image with the rfc2136 plugin (same tag) and gets the
 from __future__ import annotations
 
 from homelab.apps import web_ports
-from homelab.plan import AppContext
+from homelab.plan_model import AppContext
 from homelab.render.edge_traefik import TSIG_SECRET
 
 

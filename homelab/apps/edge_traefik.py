@@ -4,7 +4,7 @@ as files (`<VARIABLE>_FILE`, which lego reads), never as values."""
 from __future__ import annotations
 
 from homelab.apps import web_ports
-from homelab.plan import AppContext, Mount
+from homelab.plan_model import AppContext, Mount
 from homelab.render.edge_traefik import (
     EXEC_PROGRAM,
     HTTPREQ_SECRETS,

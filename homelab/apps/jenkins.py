@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from homelab.plan import AppContext
+from homelab.plan_model import AppContext
 
 
 def customize(ctx: AppContext) -> None:

@@ -7,7 +7,7 @@ the file is rendered into the edge stack by homelab/render/local_ca.py.
 from __future__ import annotations
 
 from homelab.layout import EDGE_STACK
-from homelab.plan import AppContext, Mount
+from homelab.plan_model import AppContext, Mount
 
 HTTPS_ROOT = "local-ca/pebble-https-root.pem"  # in the edge stack's folder
 HTTPS_ROOT_TARGET = "/etc/homelab/local-ca-https-root.pem"

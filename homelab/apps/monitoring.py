@@ -6,7 +6,7 @@ from __future__ import annotations
 from homelab.layout import COLLECTD_IPMI_INCLUDE, COLLECTD_IPMI_SECRET
 from homelab.monitoring.inventory import smart_disks
 from homelab.monitoring.notify import SMTP_PASSWORD_SECRET, smtp_environment
-from homelab.plan import AppContext
+from homelab.plan_model import AppContext
 
 
 def customize(ctx: AppContext) -> None:

@@ -4,7 +4,7 @@ the route)."""
 from __future__ import annotations
 
 from homelab.config.resources import size_bytes
-from homelab.plan import AppContext
+from homelab.plan_model import AppContext
 
 
 def customize(ctx: AppContext) -> None:

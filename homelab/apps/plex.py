@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from homelab.plan import AppContext, Mount
+from homelab.plan_model import AppContext, Mount
 
 
 def customize(ctx: AppContext) -> None:

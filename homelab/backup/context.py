@@ -16,7 +16,8 @@ from homelab.backup.zfs import Snapshots
 from homelab.config.loader import LoadedConfig
 from homelab.config.models import Backup
 from homelab.errors import ConfigError, HomelabError
-from homelab.plan import Dataset, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Dataset
 from homelab.runtime.rclone import Rclone, RcloneDriver
 from homelab.secrets import generate, user_secret_values
 

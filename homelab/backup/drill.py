@@ -13,7 +13,7 @@ from homelab.backup import listing, longpath, tree
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.records import Drill, LastGood
 from homelab.backup.retention import STAMP
-from homelab.plan import Dataset
+from homelab.plan_model import Dataset
 
 FULL_DRILL_EVERY = timedelta(days=30)
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from homelab.backup import names, tree
 from homelab.backup.context import BackupError, Context
 from homelab.backup.records import DatasetRun, LastGood
-from homelab.plan import Dataset
+from homelab.plan_model import Dataset
 
 SUFFIX = ".json.gz"
 PARTIAL = ".partial"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from homelab.backup import retention
 from homelab.backup.context import Context
-from homelab.plan import Dataset
+from homelab.plan_model import Dataset
 
 
 def protected(ctx: Context, d: Dataset) -> set[str]:

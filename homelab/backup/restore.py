@@ -19,7 +19,7 @@ from homelab.backup import listing, tree
 from homelab.backup.context import BackupError, Context
 from homelab.backup.records import iso
 from homelab.backup.retention import STAMP
-from homelab.plan import Dataset
+from homelab.plan_model import Dataset
 
 
 @dataclass

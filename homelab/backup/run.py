@@ -24,7 +24,7 @@ from homelab.backup.prune import prune
 from homelab.backup.records import DatasetRun, Run, Running
 from homelab.backup.repair import damaged as repair_of
 from homelab.backup.repair import deep_check
-from homelab.plan import Dataset
+from homelab.plan_model import Dataset
 from homelab.runtime.rclone import CheckResult, ProgressFn, Result
 
 PARTIAL_GLOB = "*.????????.partial"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 
 SCRIPT = Path(__file__).with_name("cert-expiry.sh")
 PROGRAM = "/usr/local/lib/homelab/cert-expiry"  # where the collectd image installs it

@@ -15,7 +15,7 @@ from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
 from homelab.certs.staging import with_stages
 from homelab.certs.store import Holdings, ca_kind_of_url, read_holdings
 from homelab.errors import Refused
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.edge_traefik import ca_server, name_sets, staging_server
 
 # A request whose certificate has not appeared by then is counted as a failed validation.

@@ -13,7 +13,7 @@ from pathlib import Path
 from homelab.certs.store import Issued
 from homelab.errors import HomelabError
 from homelab.ownership import write_atomic
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 
 LEDGER_FILE = "ledger.json"
 KEEP = timedelta(days=8)  # the longest window we count is 7 days; older entries cannot matter

@@ -32,7 +32,7 @@ from homelab.certs.store import ca_kind_of_url
 from homelab.config.dns01 import Httpreq
 from homelab.doctor import Check
 from homelab.layout import EDGE_STACK, secret_name
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.edge_traefik import HTTPREQ_SECRETS, TSIG_SECRET, ca_server, httpreq_credentials, name_sets
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from homelab.errors import HomelabError
 from homelab.host import acme_json_path
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 
 if TYPE_CHECKING:  # imported where a certificate is read: render and plan import this module (~20 ms)
     from cryptography import x509

@@ -14,7 +14,8 @@ from homelab.certs import guard, staging
 from homelab.config.loader import LoadedConfig
 from homelab.host import acme_json_path
 from homelab.layout import EDGE_STACK, project_name
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.project import render_project
 from homelab.runtime.docker import Engine
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
 
     from homelab.apply import Convergence
     from homelab.config.loader import LoadedConfig
-    from homelab.plan import Plan
+    from homelab.plan_model import Plan
     from homelab.project import RenderResult
     from homelab.runtime.docker import Docker
 

@@ -17,7 +17,8 @@ from homelab.cli.report import print_report
 from homelab.config.loader import LoadedConfig
 from homelab.errors import EnvironmentProblem
 from homelab.layout import project_name
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.project import default_out, render_project
 from homelab.runtime import docker as engine
 from homelab.runtime import process

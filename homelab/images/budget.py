@@ -12,7 +12,7 @@ from homelab.config.resources import size_bytes
 
 if TYPE_CHECKING:  # plan.py refuses an over-budget config through this module
     from homelab.config.loader import LoadedConfig
-    from homelab.plan import Plan
+    from homelab.plan_model import Plan
 
 MIB = 1 << 20
 GIB = 1 << 30

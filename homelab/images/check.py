@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from homelab.catalog import catalog_dir, entry
 from homelab.errors import CommandFailed
 from homelab.images.facts import ImageFacts, all_facts
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.runtime.docker import Docker, describe_failure
 
 

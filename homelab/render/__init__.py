@@ -8,7 +8,7 @@ the secrets folder, never printed).
 from __future__ import annotations
 
 from homelab.layout import COMPOSE_FILE, DDCLIENT_CONF_SECRET
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.rendering import Rendering as Rendering
 
 

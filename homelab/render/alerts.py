@@ -18,7 +18,7 @@ from typing import Any, Literal
 from homelab.certs.expiry import ALERT_DAYS
 from homelab.metrics import SMART_FAILURE_ATTRIBUTES, Catalog, Series
 from homelab.monitoring import selections as pick
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.grafana import DATASOURCE_UID, FOLDER
 
 NoDataState = Literal["OK", "Alerting", "NoData"]

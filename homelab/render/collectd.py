@@ -12,7 +12,7 @@ from homelab.certs.expiry import PROGRAM as CERT_EXPIRY_PROGRAM
 from homelab.errors import ConfigError
 from homelab.layout import COLLECTD_IPMI_INCLUDE as IPMI_INCLUDE
 from homelab.metrics import ESCAPE, PREFIX, Catalog
-from homelab.plan import CARBON_PORT, Plan
+from homelab.plan_model import CARBON_PORT, Plan
 from homelab.render.templating import render_template
 
 SOCKET = "/run/collectd.sock"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from homelab.layout import SECRETS_DIR, project_name
-from homelab.plan import Plan, Service, Stack
+from homelab.plan_model import Plan, Service, Stack
 from homelab.render.rendering import GENERATED_MARK
 from homelab.render.yamldump import dump, escape_compose
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from homelab.errors import ConfigError
 from homelab.layout import DDCLIENT_CONF_SECRET
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.rendering import Rendering
 from homelab.render.templating import render_template
 

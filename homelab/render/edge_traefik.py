@@ -6,7 +6,7 @@ from typing import Any
 
 from homelab.config.dns01 import Httpreq, Rfc2136
 from homelab.layout import PROXY_NETWORK
-from homelab.plan import Plan, Route, TcpRoute
+from homelab.plan_model import Plan, Route, TcpRoute
 from homelab.render import tls_policy
 from homelab.render.rendering import GENERATED_MARK, Rendering
 from homelab.render.yamldump import dump

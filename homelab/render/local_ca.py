@@ -7,7 +7,7 @@ from pathlib import Path
 
 from homelab.apps.local_ca import HTTPS_ROOT
 from homelab.layout import EDGE_STACK
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.rendering import Rendering
 
 PEBBLE = "pebble"  # the local CA's service (compose/local-ca.yaml)

@@ -10,7 +10,7 @@ from homelab.certs.expiry import script as cert_expiry_script
 from homelab.layout import COLLECTD_IPMI_SECRET
 from homelab.metrics import catalog_for
 from homelab.monitoring.notify import contact_points
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render import alerts, collectd, dashboards, grafana, graphite
 from homelab.render.rendering import GENERATED_MARK, Rendering
 from homelab.render.yamldump import dump

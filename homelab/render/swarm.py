@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from homelab.layout import EDGE_STACK, STACK_FILE
-from homelab.plan import Plan, Service, Stack
+from homelab.plan_model import Plan, Service, Stack
 from homelab.render.compose import _service as compose_service
 from homelab.render.edge_traefik import static_config
 from homelab.render.rendering import GENERATED_MARK, Rendering

@@ -25,7 +25,7 @@ from homelab.errors import CommandFailed
 from homelab.health import ApplyFailed
 from homelab.host import prepare_host
 from homelab.layout import EDGE_STACK, PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.swarm import content_digest, digest_variable
 from homelab.render.yamldump import dump
 from homelab.runtime.docker import Engine

@@ -11,7 +11,7 @@ from ipaddress import ip_network
 from homelab.doctor import Check
 from homelab.errors import CommandFailed
 from homelab.layout import PROJECT_PREFIX, project_name
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.swarm import EDGE_LABEL, STORAGE_LABEL
 from homelab.runtime.docker import describe_failure
 from homelab.runtime.swarm import Node, Service, Swarm, Task

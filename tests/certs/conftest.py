@@ -20,7 +20,8 @@ from typer.testing import CliRunner, Result
 
 from homelab.cli import app
 from homelab.config.loader import load
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 LE_PROD = "https://acme-v02.api.letsencrypt.org/acme/acct/123456"

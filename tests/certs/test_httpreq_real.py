@@ -27,7 +27,8 @@ from cryptography import x509
 from homelab.certs.store import UnreadableStore, read_resolvers
 from homelab.config.loader import load
 from homelab.host import acme_json_path
-from homelab.plan import SECRETS_MOUNT, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import SECRETS_MOUNT
 from homelab.render import render_all
 from homelab.render.edge_traefik import EXEC_PROGRAM as EXEC_PATH
 from homelab.render.edge_traefik import RESOLVER, dynamic_config, static_config

@@ -18,7 +18,8 @@ from homelab.certs.store import read_resolvers
 from homelab.config.loader import load
 from homelab.errors import HomelabError
 from homelab.host import acme_json_path
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.render import edge_nginx, render_all
 from homelab.render.edge_traefik import (
     LETSENCRYPT,

@@ -30,7 +30,8 @@ from homelab.certs.ledger import ledger_path, load_ledger
 from homelab.certs.store import UnreadableStore, read_resolvers
 from homelab.config.loader import load
 from homelab.host import acme_json_path
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.render.edge_traefik import (
     RESOLVER,
     STAGING_RESOLVER,

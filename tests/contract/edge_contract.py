@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from homelab.plan import Plan, Route
+from homelab.plan_model import Plan, Route
 from tests.contract.edge_support import Edge, client_context
 
 CLOUD = "cloud.example.com"

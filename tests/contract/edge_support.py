@@ -33,7 +33,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from homelab.config.loader import load
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, find_program, missing, write_secret
 
 WAIT_SECONDS = 15.0

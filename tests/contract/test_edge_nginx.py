@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render.edge_nginx import certbot_sh, nginx_conf
 from tests.contract.edge_contract import CLOUD, WEBSOCKET_HOST, EdgeContract
 from tests.contract.edge_support import (

@@ -29,7 +29,8 @@ import pytest
 import yaml
 
 from homelab.config.loader import load
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.render import edge_nginx
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, REPO, write_secret
 from tests.contract.edge_contract import CLOUD

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from tests.contract.edge_contract import CLOUD, EdgeContract
 from tests.contract.edge_support import (
     Edge,

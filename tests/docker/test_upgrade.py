@@ -23,7 +23,7 @@ from dockerlab import remove_homelab_resources
 from homelab import apply, drift, upgrade, upgrade_journal, upgrade_undo
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
-from homelab.plan import Dataset, Mount, Plan, Service, Stack
+from homelab.plan_model import Dataset, Mount, Plan, Service, Stack
 from homelab.runtime.docker import Docker
 from homelab.runtime.zfs import ZfsCli
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures

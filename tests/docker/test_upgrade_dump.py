@@ -18,7 +18,7 @@ import standins
 from test_upgrade import STACK, Box, versions  # noqa: F401 - fixture
 
 from homelab import upgrade, upgrade_journal, upgrade_undo
-from homelab.plan import Dataset, Mount, Service
+from homelab.plan_model import Dataset, Mount, Service
 from tests.conftest import missing
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 

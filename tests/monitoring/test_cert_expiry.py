@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import yaml
 
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.render import render_all
 from tests.conftest import EXAMPLE_SECRETS
 

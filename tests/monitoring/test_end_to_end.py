@@ -31,7 +31,8 @@ import yaml
 from homelab.config.loader import load
 from homelab.layout import COLLECTD_IPMI_SECRET as IPMI_SECRET
 from homelab.metrics import Catalog, catalog_for
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.render import Rendering, render_all
 from homelab.render.alerts import alert_specs
 from homelab.render.collectd import collectd_conf

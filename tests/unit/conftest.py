@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from homelab.config.loader import LoadedConfig, load
-from homelab.plan import Plan
+from homelab.plan_model import Plan
 from homelab.project import render_project
 
 

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from homelab.config.loader import load
-from homelab.plan import Plan, Service, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan, Service
 
 
 def _plan(config: Path, **apps: dict) -> Plan:

@@ -11,7 +11,8 @@ import pytest
 from homelab import apps
 from homelab.catalog import catalog_dir
 from homelab.config.loader import load
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from tests.conftest import write_secret
 
 

@@ -13,7 +13,8 @@ from homelab import memory, storage
 from homelab.cli.storage import storage_app
 from homelab.config.loader import load
 from homelab.errors import CommandFailed
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.storage import PoolSupport, StorageError, apply_storage, plan_storage, probe
 from tests.fakes.zfs import ZFS_FUSE_TABLE, FakeZfs
 from tests.storage.zfs import write_config
