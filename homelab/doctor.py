@@ -6,10 +6,9 @@ import errno
 import shutil
 import socket
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from homelab.checks import Check, Level
 from homelab.discover import drift_report
 from homelab.errors import CommandFailed, HomelabError
 from homelab.host import ACME_MODE, acme_json_path, acme_state
@@ -21,15 +20,6 @@ from homelab.runtime.ipmi import BmcReader
 from homelab.runtime.swarm import Swarm
 from homelab.runtime.zfs import ZFS, Zfs, ZfsCli
 
-Level = Literal["ok", "warn", "fail"]
-
-
-@dataclass(frozen=True)
-class Check:
-    level: Level
-    name: str
-    detail: str
-
 
 def run_checks(
     plan: Plan,
@@ -40,7 +30,7 @@ def run_checks(
     zfs: Zfs | None = None,
     swarm: Swarm | None = None,
 ) -> list[Check]:
-    from homelab.certs import preflight, status  # they build on this module's Check
+    from homelab.certs import preflight, status
 
     checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
     checks += [*_zfs(plan, zfs or ZfsCli()), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]

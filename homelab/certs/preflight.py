@@ -29,8 +29,8 @@ import dns.tsigkeyring
 import dns.update
 
 from homelab.certs.store import ca_kind_of_url
+from homelab.checks import Check
 from homelab.config.dns01 import Httpreq
-from homelab.doctor import Check
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan_model import Plan
 from homelab.render.edge_traefik import HTTPREQ_SECRETS, TSIG_SECRET, ca_server, httpreq_credentials, name_sets

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from homelab.certs import guard
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
 from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, ca_kind_of_url, read_holdings
-from homelab.doctor import Check, Level
+from homelab.checks import Check, Level
 from homelab.errors import HomelabError
 from homelab.plan_model import Plan
 from homelab.render.edge_traefik import ca_server, staging_server

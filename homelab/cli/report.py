@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import typer
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
-    from homelab.doctor import Check
+    from homelab.checks import Check
     from homelab.project import RenderResult
 
 LEVEL_COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from ipaddress import ip_network
 
-from homelab.doctor import Check
+from homelab.checks import Check
 from homelab.errors import CommandFailed
 from homelab.layout import PROJECT_PREFIX, project_name
 from homelab.plan_model import Plan

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from homelab.certs import preflight
+from homelab.checks import Check
 from homelab.config.loader import load
-from homelab.doctor import Check
 from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.render import render_all

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from homelab.checks import Check
 from homelab.cli import app
-from homelab.doctor import Check
 from homelab.status import ServiceStatus
 
 runner = CliRunner()
