@@ -39,9 +39,10 @@ from dockerlab import remove_homelab_resources  # noqa: E402
 from test_upgrade import STACK  # noqa: E402
 from test_upgrade_dump import PgBox, postgres_image  # noqa: E402
 
-from homelab import apply, upgrade  # noqa: E402
+from homelab import apply  # noqa: E402
 from homelab.layout import COMPOSE_FILE  # noqa: E402
 from homelab.ownership import write_owned  # noqa: E402
+from homelab.upgrade import run as upgrade  # noqa: E402
 from tests.conftest import find_program, machine_lock  # noqa: E402
 from tests.storage.zfs import destroy_pool  # noqa: E402
 

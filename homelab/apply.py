@@ -281,7 +281,7 @@ def apply(
     guard: Callable[[StackPlan], AbstractContextManager[None]] = lambda _stack: nullcontext(),
 ) -> ApplyResult:
     """Bring every changed stack up in order and wait for health; stop at the first failure.
-    `guard` wraps each stack's step (homelab/upgrade.py: snapshot before, roll back on failure)."""
+    `guard` wraps each stack's step (homelab/upgrade/run.py: snapshot before, roll back on failure)."""
     start = time.monotonic()
     result = ApplyResult([], [], 0.0)
     datasets = zfs_dataset_names(zfs or ZfsCli())

@@ -67,7 +67,7 @@ def up(
     from homelab.cli.report import print_report
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
-    from homelab.upgrade import guard_for, journal_first
+    from homelab.upgrade.run import guard_for, journal_first
 
     began = time.monotonic()
     loaded, plan, out = _load(config, out, local)

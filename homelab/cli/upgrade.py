@@ -23,7 +23,7 @@ def upgrade(
     this lists them: stack, when, images, snapshot, outcome."""
     from homelab.config.loader import load
     from homelab.project import default_out
-    from homelab.upgrade_journal import list_records
+    from homelab.upgrade.journal import list_records
 
     records = list_records((out or default_out(load(config))).resolve())
     if as_json:
@@ -47,11 +47,11 @@ def rollback(
     out: OutOption = None,
 ) -> None:
     """Undo a stack's last upgrade: previous images and compose file, datasets back to the snapshot."""
-    from homelab import upgrade_undo
     from homelab.config.loader import load
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
     from homelab.runtime.zfs import ZfsCli
+    from homelab.upgrade import undo as upgrade_undo
 
     stacks = (out or default_out(load(config))).resolve()
     docker = Docker()

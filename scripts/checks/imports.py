@@ -106,9 +106,13 @@ def graph() -> dict[str, set[str]]:
 
 def _takes_names_from(module: Module, package: str, known: dict[str, Module]) -> bool:
     for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module == package and not node.level:
-            if any(f"{package}.{alias.name}" not in known for alias in node.names):
-                return True
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == package
+            and not node.level
+            and any(f"{package}.{alias.name}" not in known for alias in node.names)
+        ):
+            return True
     return False
 
 
@@ -152,9 +156,8 @@ def layer_of(module: Module) -> int | None:
     best: tuple[int, int] | None = None  # (prefix length, layer)
     for number, (_, _, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if module.rel == prefix or module.rel.startswith(prefix) and (best is None or len(prefix) > best[0]):
-                if best is None or len(prefix) > best[0]:
-                    best = (len(prefix), number)
+            if module.rel.startswith(prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), number)
     return None if best is None else best[1]
 
 

@@ -4,7 +4,7 @@ data byte-identical; v1 -> v2-good upgrades, and `rollback` by hand returns to v
 Stand-ins (tiny busybox images built here): every version keeps a data file in /data, its dataset.
 v1 writes `format-1`; both v2 rewrite it to `format-2` on start; v2-good's healthcheck then passes,
 v2-bad's never does. The stack is built by hand (one service, one dataset) and goes through
-apply.converge / apply.apply / homelab.upgrade as `homelab up` does, with the real drivers.
+apply.converge / apply.apply / homelab.upgrade.run as `homelab up` does, with the real drivers.
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ import standins
 import yaml
 from dockerlab import remove_homelab_resources
 
-from homelab import apply, drift, upgrade, upgrade_journal, upgrade_undo
+from homelab import apply, drift
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
 from homelab.plan_model import Dataset, Mount, Plan, Service, Stack
 from homelab.runtime.docker import Docker
 from homelab.runtime.zfs import ZfsCli
+from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import run as upgrade
+from homelab.upgrade import undo as upgrade_undo
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.docker, pytest.mark.real]

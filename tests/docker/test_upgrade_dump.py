@@ -17,8 +17,10 @@ import pytest
 import standins
 from test_upgrade import STACK, Box, versions  # noqa: F401 - fixture
 
-from homelab import upgrade, upgrade_journal, upgrade_undo
 from homelab.plan_model import Dataset, Mount, Service
+from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import run as upgrade
+from homelab.upgrade import undo as upgrade_undo
 from tests.conftest import missing
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from test_upgrade import STACK, Box, box, versions  # noqa: F401 - fixtures
 
-from homelab import upgrade_journal, upgrade_undo
+from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import undo as upgrade_undo
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.docker, pytest.mark.real]

@@ -7,10 +7,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from homelab import upgrade_journal
 from homelab.cli import app
 from homelab.runtime import docker as docker_module
 from homelab.runtime import zfs as zfs_module
+from homelab.upgrade import journal as upgrade_journal
 from tests.fakes.docker import FakeDocker
 from tests.unit.conftest import Deployment
 from tests.upgrade.test_upgrade import _setup, _up

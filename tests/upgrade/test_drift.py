@@ -67,7 +67,7 @@ def test_a_stack_this_render_changed_is_a_plan_not_drift(deployment: Deployment)
 
 
 def test_a_repaired_image_is_not_taken_for_an_upgrade(deployment: Deployment) -> None:
-    from homelab import upgrade
+    from homelab.upgrade import run as upgrade
 
     docker = _docker(deployment)
     docker.running[0] = _as_planned(deployment, "gitea", image="gitea/gitea:by-hand")

@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homelab import apply, upgrade, upgrade_journal, upgrade_undo
+from homelab import apply
 from homelab.layout import project_name
+from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import run as upgrade
+from homelab.upgrade import undo as upgrade_undo
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
 from tests.unit.conftest import Deployment

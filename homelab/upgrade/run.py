@@ -5,8 +5,8 @@ same tag now naming another image), the stack's datasets are snapshotted (`@home
 and its previous compose.yaml is kept, before the stack is touched. If the health gate then fails, the
 stack is taken down, its datasets are rolled back to that snapshot, the previous compose.yaml is put back
 and brought up, and the gate runs again; the failed version's logs are kept next to the record.
-`homelab rollback STACK` does the same by hand (homelab.upgrade_undo). Records live in
-`<stacks>/.homelab-upgrades/<stack>-<stamp>/` and are the upgrade's journal (homelab.upgrade_journal):
+`homelab rollback STACK` does the same by hand (homelab.upgrade.undo). Records live in
+`<stacks>/.homelab-upgrades/<stack>-<stamp>/` and are the upgrade's journal (homelab.upgrade.journal):
 the next `up` reads it first and finishes or undoes what a killed `homelab` left half done. A Postgres
 server of the stack is dumped (`pg_dump` into its own dataset) before the snapshot, so the snapshot
 holds a dump as well as the crash-consistent pages.
@@ -34,8 +34,8 @@ from homelab.layout import COMPOSE_FILE
 from homelab.plan_model import Plan, Stack
 from homelab.runtime.docker import Engine
 from homelab.runtime.zfs import Zfs, ZfsCli
-from homelab.upgrade_journal import RECORDS_DIR, ImageChange, Record, UpgradeRefused, process_started
-from homelab.upgrade_undo import abandon, prune, recover, roll_back
+from homelab.upgrade.journal import RECORDS_DIR, ImageChange, Record, UpgradeRefused, process_started
+from homelab.upgrade.undo import abandon, prune, recover, roll_back
 
 SNAPSHOT_PREFIX = "homelab-upgrade-"
 MIN_FREE = 64 << 20  # bytes free a dataset needs at least for the upgrade to write beside its snapshot

@@ -14,7 +14,7 @@ from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
 from homelab.runtime.docker import Engine
 from homelab.runtime.zfs import Zfs
-from homelab.upgrade_journal import (
+from homelab.upgrade.journal import (
     INTERRUPTED,
     RECORDS_DIR,
     Record,

@@ -2,7 +2,7 @@
 
 A record says what changed, which snapshot undoes it, and which step the upgrade is in; it is saved
 (atomically, 0600, synced) before each step, so a `homelab` killed at any moment leaves the step it was
-in for the next `up` to finish or undo (homelab.upgrade_undo.recover).
+in for the next `up` to finish or undo (homelab.upgrade.undo.recover).
 """
 
 from __future__ import annotations
