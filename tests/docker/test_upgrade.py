@@ -155,7 +155,9 @@ def test_a_good_upgrade_stays_and_rollback_by_hand_returns_to_v1_and_its_data(bo
     assert (box.data / "db").read_bytes().startswith(b"format-2")
     (record,) = upgrade_journal.list_records(box.out)
     assert record.state == "upgraded" and record.snapshot in box.zfs.snapshots(box.dataset)
-    upgrade_undo.rollback(box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append)
+    upgrade_undo.rollback(
+        box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append, decide=lambda _loss: True
+    )
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before
 

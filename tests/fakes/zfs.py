@@ -11,8 +11,6 @@ it, as a mount would, so code that chowns them can run in tmp_path; a mountpoint
 
 from __future__ import annotations
 
-import shutil
-
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -209,9 +207,6 @@ class FakeZfs:
         if full in self.local:
             raise _fail(["snapshot", full], f"cannot create snapshot '{full}': dataset already exists")
         self.local[full] = {}
-        where = Path(self._prop(dataset, "mountpoint").value)
-        if self.mount_root is not None and where.is_dir():  # its files, for a clone of it to show
-            shutil.copytree(where, self.mount_root / ".fake-snapshots" / full, symlinks=True)
         return full
 
     def snapshots(self, dataset: str) -> list[str]:
@@ -235,10 +230,6 @@ class FakeZfs:
         self.create(name, props)
         self.calls.pop()  # the create above is part of this clone
         self.origin[name] = snapshot
-        kept = self.mount_root / ".fake-snapshots" / snapshot if self.mount_root else None
-        where = Path(self._prop(name, "mountpoint").value)
-        if kept is not None and kept.is_dir() and where.is_dir():
-            shutil.copytree(kept, where, symlinks=True, dirs_exist_ok=True)
 
     def origins(self, root: str) -> dict[str, str | None]:
         self._record("origins", root)
@@ -257,10 +248,6 @@ class FakeZfs:
             return "busy"
         if any(n.startswith(name + "/") or n.startswith(name + "@") for n in self.local):
             raise _fail(["destroy", name], f"cannot destroy '{name}': filesystem has children")
-        if name in self.origin and self.mount_root is not None:  # a clone's files go with it
-            where = Path(self._prop(name, "mountpoint").value)
-            if where.is_relative_to(self.mount_root):
-                shutil.rmtree(where, ignore_errors=True)
         del self.local[name]
         self.origin.pop(name, None)
         return "destroyed"

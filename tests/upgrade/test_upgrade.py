@@ -11,6 +11,7 @@ import yaml
 
 from homelab import apply, upgrade, upgrade_journal, upgrade_undo
 from homelab.layout import project_name
+from tests.backup.fast import ContentZfs
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
 from tests.unit.conftest import Deployment
@@ -57,9 +58,10 @@ class ImageDocker(FakeDocker):
         ]
 
 
-def _setup(deployment: Deployment) -> tuple[ImageDocker, FakeZfs, list[str]]:
+def _setup(deployment: Deployment) -> tuple[ImageDocker, ContentZfs, list[str]]:
     """dev runs with gitea on an old image; every dev dataset is on the fake pool."""
-    zfs = FakeZfs(mount_root=deployment.mount.parent)  # datasets' files and snapshots' in the test's folder
+    zfs = ContentZfs(deployment.mount.parent / "snapshots")  # a rollback reads the snapshot's files
+    zfs.mount_root = deployment.mount.parent
     zfs.add_pool("tank", deployment.mount.parent / "pool")
     zfs.create("tank/homelab", {"mountpoint": str(deployment.mount)})
     datasets = list(upgrade.stack_datasets(deployment.plan, deployment.plan.stacks["dev"]))
