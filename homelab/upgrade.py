@@ -43,7 +43,7 @@ from homelab.upgrade_journal import (
     UpgradeRefused,
     process_started,
 )
-from homelab.upgrade_undo import abandon, recover, roll_back, upgraded
+from homelab.upgrade_undo import abandon, marked, recover, roll_back, upgraded
 
 SNAPSHOT_PREFIX = "homelab-upgrade-"
 MIN_FREE = 64 << 20  # bytes free a dataset needs at least for the upgrade to write beside its snapshot
@@ -240,16 +240,7 @@ class Guard:
         if upgrade is None or stack.name not in self.previous:
             yield
             return
-        from homelab.backup.lock import UPGRADES, holding
-
-        # marked before looking at the backups' marks (which mark before looking at ours): never both
-        with holding(self.marks, upgrade.datasets, f"upgrade-{stack.name}", UPGRADES):
-            busy = held_by_backup(self.marks) & set(upgrade.datasets) if self.snapshot else set()
-            if busy:
-                raise UpgradeRefused(
-                    f"{stack.name}: a backup run started reading {', '.join(sorted(busy))}; nothing was changed, "
-                    "run `up` again when it ends"
-                )
+        with marked(self.marks if self.snapshot else None, upgrade.datasets, f"upgrade of {stack.name}"):
             record = self._prepare(upgrade)
             try:
                 yield

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -47,6 +48,27 @@ UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 HEALTH_DEFAULTS = {"interval": 30.0, "retries": 3, "start_period": 0.0}
 
 Decide = Callable[[str], bool]  # shown what a rollback would discard: go on?
+
+
+@contextmanager
+def marked(marks: Path | None, datasets: Iterable[str], what: str) -> Iterator[None]:
+    """Mark the datasets as being upgraded or rolled back in the backup state folder `marks`
+    (homelab.backup.lock; None: no marks), then refuse if a backup run holds one: each side marks before
+    looking at the other's marks, so a backup and an upgrade starting together never both go on (the
+    backup waits for ours to go)."""
+    if marks is None:
+        yield
+        return
+    from homelab.backup.lock import UPGRADES, holding, running_datasets
+
+    with holding(marks, datasets, what, UPGRADES):
+        busy = running_datasets(marks) & set(datasets)
+        if busy:
+            raise UpgradeRefused(
+                f"{what}: a backup run is reading {', '.join(sorted(busy))}; nothing was changed, "
+                "try again when it ends"
+            )
+        yield
 
 
 def keep_logs(record: Record, out: Path, docker: Engine) -> tuple[Path, list[str]]:
@@ -304,10 +326,11 @@ def rollback(
     progress: Callable[[str], None],
     decide: Decide = _refuse,
     keep_data: bool = False,
+    marks: Path | None = None,
 ) -> Record:
     """`homelab rollback STACK`: finish the stack's interrupted rollback, else undo its last upgrade while its
     snapshot exists (one upgrade further back each time). The version served: what would be discarded is
-    put to `decide` first."""
+    put to `decide` first. `marks`: the backup state folder, where the datasets are marked meanwhile."""
     records = list_records(out, stack)
     interrupted = [r for r in records if r.state in INTERRUPTED]
     if interrupted and interrupted[-1].state != "rolling-back":
@@ -330,7 +353,8 @@ def rollback(
         )
     if keep_data:
         keeps_data(record)
-    restore(record, out, docker, zfs, timeout, progress, decide=decide, keep_data=keep_data)
+    with marked(marks, record.datasets, f"rollback of {stack}"):
+        restore(record, out, docker, zfs, timeout, progress, decide=decide, keep_data=keep_data)
     record.step(out, "rolled-back")
     return record
 

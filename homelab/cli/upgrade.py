@@ -66,9 +66,11 @@ def rollback(
 
     from homelab import upgrade_undo
     from homelab.config.loader import load
+    from homelab.plan import build_plan
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
     from homelab.runtime.zfs import ZfsCli
+    from homelab.upgrade import backup_state
 
     def decide(loss: str) -> bool:
         if discard_writes:
@@ -78,12 +80,15 @@ def rollback(
         typer.echo(f"rolling back {stack} discards what was written since its upgrade:\n{loss}")
         return typer.confirm("roll back anyway (a safety snapshot keeps it)?", default=False)
 
-    stacks = (out or default_out(load(config))).resolve()
+    loaded = load(config)
+    stacks = (out or default_out(loaded)).resolve()
     docker = Docker()
     docker.check()
+    marks = backup_state(build_plan(loaded))
     record = upgrade_undo.rollback(
-        stacks, docker, ZfsCli(), stack, timeout=timeout, progress=typer.echo, decide=decide, keep_data=keep_data
-    )
+        stacks, docker, ZfsCli(), stack, timeout=timeout, progress=typer.echo, decide=decide, keep_data=keep_data,
+        marks=marks,
+    )  # fmt: skip
     typer.echo(f"rollback: {stack} is back on the version before {record.stamp}")
     if record.safety:
         typer.echo(f"rollback: what it discarded is kept in the safety snapshot @{record.safety}")

@@ -29,9 +29,9 @@ PROGRAMS = ("postgres", "initdb", "pg_ctl", "psql", "pg_dump", "pg_isready", "cr
 # the steps of upstream's docker-entrypoint.sh (16/alpine3.20 at 960ebdf "Update 16 to 16.6") this stand-in
 # needs, in busybox sh: docker_setup_env first, as root: file_env reads POSTGRES_PASSWORD_FILE (a root-only
 # secret), exports POSTGRES_PASSWORD and unsets the _FILE variable, so the re-run as postgres never reads
-# the file; then, as root, own PGDATA and the socket folder and re-run as postgres (gosu there, su here); on an empty PGDATA:
-# initdb as POSTGRES_USER with the password (local connections: initdb's default, trust), host connections
-# by password, listen on all addresses (the Dockerfile's edit of postgresql.conf.sample), a socket-only
+# the file; then, as root, own PGDATA and the socket folder and re-run as postgres (gosu there, su here); on
+# an empty PGDATA: initdb as POSTGRES_USER with the password (local connections: initdb's default, trust),
+# host connections by password, listen on all addresses (the Dockerfile's edit of postgresql.conf.sample), a socket-only
 # server to CREATE DATABASE POSTGRES_DB; then exec postgres
 ENTRYPOINT = b"""#!/bin/sh
 set -e
