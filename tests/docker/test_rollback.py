@@ -31,7 +31,6 @@ from homelab.config.loader import load
 from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.runtime.zfs import ZfsCli
-from homelab.upgrade_restore import snapshot_folder
 from tests.backup.conftest import KEY
 from tests.fakes.rclone import FakeRclone
 from tests.storage.zfs import make_pool, write_config, zfs_daemon  # noqa: F401 - fixtures
@@ -177,6 +176,8 @@ def test_killed_right_after_the_rollbacks_compose_a_later_write_survives_the_nex
 def test_rollback_by_hand_after_writes_refuses_unasked_and_keeps_them_in_a_safety_snapshot(
     more: dict[str, str], pgbox: PgBox, tmp_path: Path
 ) -> None:
+    from homelab.upgrade_restore import snapshot_folder  # here: the module collects on code without it
+
     _start(pgbox, "v1")
     pgbox.up("v2-good")
     _write(pgbox)
