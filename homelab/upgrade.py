@@ -124,7 +124,7 @@ def held_by_backup(state: Path) -> set[str]:
 def refusals(upgrades: list[Upgrade], zfs: Zfs, held: set[str] | None = None) -> list[str]:
     """Why some upgrade could not be undone: a dataset not on ZFS, too little room for the snapshot
     to diverge (less than a tenth of the data it holds, and never under MIN_FREE), or a running backup
-    reading it (its snapshot and clone would stand in the way of `zfs rollback`)."""
+    reading it (it would copy data a rollback is half way through putting back)."""
     if not upgrades:
         return []
     held = held or set()
