@@ -43,7 +43,7 @@ class Changes:
     dataset: str
     written: int = 0  # bytes of the live files added or changed since the snapshot
     files: int = 0  # files added or changed
-    removed: int = 0  # files or folders the snapshot has and the live dataset lost
+    removed: int = 0  # files or folders (each one under a lost folder too) the snapshot has and the live lost
 
     @property
     def any(self) -> bool:
@@ -157,6 +157,8 @@ def _sync(old: Path, live: Path, tally: Changes, *, apply: bool) -> Changes:
                 dst.mkdir()
             if now is not None or apply:
                 _sync(src, dst, tally, apply=apply)
+            else:  # what a put-back would make again inside it
+                tally.removed += sum(len(dirs) + len(files) for _root, dirs, files in os.walk(src))
         elif apply:
             _copy(src, dst, was, now)
             _metadata(dst, was)
