@@ -29,8 +29,9 @@ sys.path.insert(0, str(REPO))
 from homelab.config.loader import load  # noqa: E402
 from homelab.metrics import Catalog, catalog_for  # noqa: E402
 from homelab.plan import build_plan  # noqa: E402
-from homelab.render import Rendering, render_all  # noqa: E402
+from homelab.render import render_all  # noqa: E402
 from homelab.render.dashboards import dashboards  # noqa: E402
+from homelab.render.rendering import Rendering  # noqa: E402
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, find_program, write_secret  # noqa: E402
 from tests.monitoring import e2e_support as e2e  # noqa: E402
 

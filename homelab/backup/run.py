@@ -90,6 +90,7 @@ def run_backup(
         failures: list[str] = []
         try:
             with lock.holding(ctx.state.root, [d.name for d in datasets], record.id):
+                lock.wait_for_upgrades(ctx.state.root, [d.name for d in datasets], say)  # no snapshot under one
                 _settle_previous(ctx, record.id)
                 for d in datasets:
                     failures += _dataset(ctx, record, d, options)

@@ -74,7 +74,9 @@ def up(
     docker = _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)
     guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     stacks_dir = (out or default_out(loaded)).resolve()
-    previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run)
+    previous = journal_first(
+        stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run, stacks=stacks or None
+    )
     result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
     selected = apply.select_stacks(result.plan, stacks or [])
     if local and not dry_run:
@@ -228,6 +230,7 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     from homelab.plan import build_plan
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
+    from homelab.upgrade.journal import unsettled
 
     loaded = load(config)
     plan = build_plan(loaded)
@@ -242,9 +245,18 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
         rows = service_status.status(plan, docker)
         drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
     bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
+    unfinished = unsettled((out or default_out(loaded)).resolve())  # whatever the containers say
     if as_json:
-        emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
-        raise typer.Exit(1 if bad else 0)
+        ok = not bad and not unfinished
+        emit_json(
+            {
+                "ok": ok,
+                "services": [asdict(r) for r in rows],
+                "drift": [asdict(d) for d in drifts],
+                "unfinished": unfinished,
+            }
+        )
+        raise typer.Exit(0 if ok else 1)
     header = ("SERVICE", "STATE", "HEALTH", "IMAGE", "URL", "CERT EXPIRES", "LAST CHANGE", "MEMORY", "RESTARTS")
     cells = [
         (
@@ -263,7 +275,9 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     print_table(header, cells)
     for found in drifts:
         typer.echo(drift.describe(found))
-    raise typer.Exit(1 if bad else 0)
+    for line in unfinished:
+        typer.echo(line)
+    raise typer.Exit(1 if bad or unfinished else 0)
 
 
 @app.command()

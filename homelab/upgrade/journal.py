@@ -17,12 +17,14 @@ from typing import Literal
 from homelab.errors import ExitCode, HomelabError
 
 RECORDS_DIR = ".homelab-upgrades"
+DUMP_FILE = "homelab-upgrade-dump.sql"  # in the Postgres dataset, next to the pages it describes
 # The steps: "snapshotting" (dump + snapshots being taken: the stack not touched yet), "applying"
 # (snapshots complete: compose up + health gate), "rolling-back"; then how it ended.
 State = Literal["snapshotting", "applying", "rolling-back", "upgraded", "rolled-back", "abandoned"]
 INTERRUPTED: tuple[State, ...] = ("snapshotting", "applying", "rolling-back")
-# "<state>:<file>": on entering that state, write our pid to <file> and wait to be killed
-# (tests/docker/test_upgrade_kill.py kills homelab -9 at a known step this way)
+# "<point>:<file>": on reaching that point (a state, or "rollback-composed": the rollback's compose up
+# returned), write our pid to <file> and wait to be killed (tests/docker/test_upgrade_kill.py kills
+# homelab -9 at a known step this way)
 HOLD_ENV = "HOMELAB_TEST_UPGRADE_HOLD"
 
 
@@ -46,6 +48,16 @@ class ImageChange:
     new: str
 
 
+@dataclass(frozen=True)
+class Dump:
+    """A Postgres server of the stack: what `pg_dump` connects as, and the folder the dump goes to."""
+
+    service: str
+    user: str
+    database: str
+    folder: str  # host path of the dataset mounted as PGDATA
+
+
 @dataclass
 class Record:
     """One upgrade as kept on disk: what changed, which snapshot undoes it, how it ended."""
@@ -60,6 +72,10 @@ class Record:
     dumps: list[str] = field(default_factory=list)  # files pg_dump wrote before the snapshot
     pid: int = 0  # of the homelab running it: a live one is not recovered under its feet
     started: str = ""  # that process's start time (/proc), so a reused pid is not taken for it
+    databases: list[Dump] = field(default_factory=list)  # the servers dumped: a rollback asks them what changed
+    healthy_at: str = ""  # UTC, when the new version first passed the health gate: from then on it served
+    data_restored: bool = False  # the rollback put the datasets back: finishing it never does that again
+    safety: str | None = None  # the snapshot of the state a rollback discarded (kept, never destroyed)
 
     @property
     def folder_name(self) -> str:
@@ -83,17 +99,23 @@ class Record:
         """Enter a journal state (saved before the step it names runs)."""
         self.state = state
         self.save(out)
-        hold, _, marker = os.environ.get(HOLD_ENV, "").partition(":")
-        if hold == state and marker:
-            Path(marker).write_text(f"{os.getpid()}\n", encoding="utf-8")
-            while True:
-                time.sleep(60)
+        checkpoint(state)
 
     @classmethod
     def load(cls, path: Path) -> Record:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["changes"] = [ImageChange(**c) for c in data["changes"]]
+        data["databases"] = [Dump(**d) for d in data.get("databases", [])]
         return cls(**data)
+
+
+def checkpoint(point: str) -> None:
+    """Where a test's HOLD_ENV may stop this process to kill it."""
+    hold, _, marker = os.environ.get(HOLD_ENV, "").partition(":")
+    if hold == point and marker:
+        Path(marker).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        while True:
+            time.sleep(60)
 
 
 def process_started(pid: int) -> str:
@@ -111,3 +133,17 @@ def list_records(out: Path, stack: str | None = None) -> list[Record]:
     """Every upgrade record, oldest first (optionally of one stack)."""
     found = [Record.load(p) for p in sorted((out / RECORDS_DIR).glob("*/record.json"))]
     return sorted((r for r in found if stack is None or r.stack == stack), key=lambda r: r.stamp)
+
+
+def unsettled(out: Path, stacks: list[str] | None = None) -> list[str]:
+    """One line per upgrade or rollback the journal holds unfinished (of the named stacks, else all):
+    `status` and `up` exit non-zero while there is one, whatever the containers do."""
+    lines = []
+    for record in list_records(out):
+        if record.state in INTERRUPTED and (not stacks or record.stack in stacks):
+            what = "rollback" if record.state == "rolling-back" else "upgrade"
+            lines.append(
+                f"{what} of {record.stack} unfinished (journal {record.folder_name}: {record.state}); "
+                f"`homelab up {record.stack}` or `homelab rollback {record.stack}` finishes it"
+            )
+    return lines

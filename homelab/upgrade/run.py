@@ -34,24 +34,21 @@ from homelab.layout import COMPOSE_FILE
 from homelab.plan_model import Plan, Stack
 from homelab.runtime.docker import Engine
 from homelab.runtime.zfs import Zfs, ZfsCli
-from homelab.upgrade.journal import RECORDS_DIR, ImageChange, Record, UpgradeRefused, process_started
-from homelab.upgrade.undo import abandon, prune, recover, roll_back
+from homelab.upgrade.journal import (
+    DUMP_FILE,
+    RECORDS_DIR,
+    Dump,
+    ImageChange,
+    Record,
+    UpgradeRefused,
+    process_started,
+)
+from homelab.upgrade.undo import abandon, marked, recover, roll_back, upgraded
 
 SNAPSHOT_PREFIX = "homelab-upgrade-"
 MIN_FREE = 64 << 20  # bytes free a dataset needs at least for the upgrade to write beside its snapshot
 PGDATA = "/var/lib/postgresql/data"  # the postgres image's data folder (homelab/images/facts/postgres.yaml)
-DUMP_FILE = "homelab-upgrade-dump.sql"  # in the Postgres dataset, next to the pages it describes
 DUMP_TIMEOUT = 3600
-
-
-@dataclass(frozen=True)
-class Dump:
-    """A Postgres server of the stack: what `pg_dump` connects as, and the folder the dump goes to."""
-
-    service: str
-    user: str
-    database: str
-    folder: str  # host path of the dataset mounted as PGDATA
 
 
 @dataclass(frozen=True)
@@ -108,20 +105,26 @@ def find_upgrades(convergence: Convergence, plan: Plan) -> list[Upgrade]:
     return result
 
 
-def held_by_backup(plan: Plan) -> set[str]:
-    """The datasets a live backup run is reading (homelab.backup.lock: markers the run holds flock'ed, so
-    one a killed run left never counts), in the state folder `backup` uses: $HOMELAB_BACKUP_STATE, else
-    backup.state_dir (homelab.backup.context.default_state_dir)."""
+def backup_state(plan: Plan) -> Path:
+    """The state folder `backup` uses: $HOMELAB_BACKUP_STATE, else backup.state_dir
+    (homelab.backup.context.default_state_dir). Backups and upgrades mark there the datasets they hold."""
     from homelab.backup.context import STATE_ENV  # the backup package: only when an upgrade is about to run
+
+    return Path(os.environ.get(STATE_ENV) or plan.config.backup_state_dir)
+
+
+def held_by_backup(state: Path) -> set[str]:
+    """The datasets a live backup run is reading (homelab.backup.lock: markers the run holds flock'ed, so
+    one a killed run left never counts)."""
     from homelab.backup.lock import running_datasets
 
-    return running_datasets(Path(os.environ.get(STATE_ENV) or plan.config.backup_state_dir))
+    return running_datasets(state)
 
 
 def refusals(upgrades: list[Upgrade], zfs: Zfs, held: set[str] | None = None) -> list[str]:
     """Why some upgrade could not be undone: a dataset not on ZFS, too little room for the snapshot
     to diverge (less than a tenth of the data it holds, and never under MIN_FREE), or a running backup
-    reading it (its snapshot and clone would stand in the way of `zfs rollback`)."""
+    reading it (it would copy data a rollback is half way through putting back)."""
     if not upgrades:
         return []
     held = held or set()
@@ -156,12 +159,19 @@ def read_composes(out: Path) -> dict[str, bytes]:
 
 
 def journal_first(
-    out: Path, docker: Engine, *, timeout: float, progress: Callable[[str], None], dry_run: bool
+    out: Path,
+    docker: Engine,
+    *,
+    timeout: float,
+    progress: Callable[[str], None],
+    dry_run: bool,
+    stacks: list[str] | None = None,
 ) -> dict[str, bytes]:
-    """What `up` does before rendering: finish or undo the upgrades a killed `homelab` left in the journal
-    (not on a dry run), then read the compose files a rollback would return to."""
+    """What `up` does before rendering: finish or undo the upgrades and rollbacks a killed `homelab` left in
+    the journal of the stacks it brings up (all when none are named; not on a dry run), then read the
+    compose files a rollback would return to."""
     if not dry_run:
-        recover(out, docker, ZfsCli(), timeout=timeout, progress=progress)
+        recover(out, docker, ZfsCli(), timeout=timeout, progress=progress, stacks=stacks)
     return read_composes(out)
 
 
@@ -179,7 +189,8 @@ def guard_for(
     """The guard for this `up`; UpgradeRefused, before anything runs, when an upgrade could not be undone."""
     zfs = zfs or ZfsCli()
     upgrades = find_upgrades(convergence, plan)
-    problems = refusals(upgrades, zfs, held_by_backup(plan)) if upgrades and snapshot else []
+    state = backup_state(plan)
+    problems = refusals(upgrades, zfs, held_by_backup(state)) if upgrades and snapshot else []
     if problems:
         raise UpgradeRefused(
             "refusing to upgrade what could not be rolled back:\n  "
@@ -187,7 +198,7 @@ def guard_for(
             + "\nwait for the backup, free space or move the data onto ZFS, or pass --no-snapshot to upgrade"
             " without a way back"
         )
-    return Guard(out, docker, zfs, upgrades, previous, snapshot, timeout, progress)
+    return Guard(out, docker, zfs, upgrades, previous, state, snapshot, timeout, progress)
 
 
 def rollback_compose(previous: bytes, changes: tuple[ImageChange, ...]) -> bytes:
@@ -218,6 +229,7 @@ class Guard:
     zfs: Zfs
     upgrades: list[Upgrade]
     previous: dict[str, bytes]
+    marks: Path  # the backup state folder: the upgrade marks its datasets there (homelab.backup.lock)
     snapshot: bool = True
     timeout: float = 300
     progress: Callable[[str], None] = lambda _msg: None
@@ -228,13 +240,13 @@ class Guard:
         if upgrade is None or stack.name not in self.previous:
             yield
             return
-        record = self._prepare(upgrade)
-        try:
-            yield
-        except ApplyFailed as failure:
-            raise roll_back(record, self.out, self.docker, self.zfs, self.timeout, self.progress, failure) from None
-        record.step(self.out, "upgraded")
-        prune(self.out, self.zfs, stack.name, self.progress)
+        with marked(self.marks if self.snapshot else None, upgrade.datasets, f"upgrade of {stack.name}"):
+            record = self._prepare(upgrade)
+            try:
+                yield
+            except ApplyFailed as failure:
+                raise roll_back(record, self.out, self.docker, self.zfs, self.timeout, self.progress, failure) from None
+            upgraded(record, self.out, self.zfs, self.progress)
 
     def _prepare(self, upgrade: Upgrade) -> Record:
         """Journal, dump, snapshot: the stack itself is not touched until the journal says "applying"."""
@@ -245,6 +257,7 @@ class Guard:
             stamp = f"{base}-{n}"
         pid = os.getpid()
         record = Record(upgrade.stack, stamp, list(upgrade.datasets), list(upgrade.changes), pid=pid)
+        record.databases = list(upgrade.dumps)
         record.started = process_started(pid)
         snapshot = f"{SNAPSHOT_PREFIX}{upgrade.stack}-{stamp}"
         if self.snapshot:

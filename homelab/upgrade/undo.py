@@ -1,14 +1,27 @@
-"""Undoing upgrades: the automatic rollback, `homelab rollback STACK`, the recovery of an upgrade a killed
-`homelab` left half done, and the retention of upgrade snapshots."""
+"""Undoing upgrades: the automatic rollback, `homelab rollback STACK`, the recovery of an upgrade or rollback
+a killed `homelab` left half done, and the retention of upgrade snapshots.
+
+A rollback checks first that it can be done (every dataset still has the upgrade's snapshot) and, when the
+version it undoes served, what it would discard; only then does it stop the stack. The data step
+(homelab.upgrade.restore) keeps what it discards in a safety snapshot and destroys no snapshot; once it is
+done the journal says so (`data_restored`), and finishing an interrupted rollback never puts the data back
+a second time: what the previous version wrote since stays.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 from homelab.apply import StackPlan, up_healthy
+from homelab.errors import CommandFailed, HomelabError
 from homelab.health import ApplyFailed, wait_healthy
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
@@ -20,20 +33,57 @@ from homelab.upgrade.journal import (
     Record,
     RolledBack,
     UpgradeRefused,
+    checkpoint,
     list_records,
     process_started,
 )
+from homelab.upgrade.restore import changes, measure, put_back, safety_name
 
 KEEP = 3  # upgrade snapshots kept per stack; older ones are destroyed after a successful upgrade
 LOG_LINES = 200  # of each failed container's output, kept in the record
+CRASH_LINES = 5  # of an exited container's output, in the failure message
+# Go durations as compose writes them (1m30s, 500ms); docker's defaults when a healthcheck leaves one out
+DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|ns)")
+UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+HEALTH_DEFAULTS = {"interval": 30.0, "retries": 3, "start_period": 0.0}
+
+Decide = Callable[[str], bool]  # shown what a rollback would discard: go on?
 
 
-def keep_logs(record: Record, out: Path, docker: Engine) -> Path:
-    """The failed version's output, kept in the record's folder."""
+@contextmanager
+def marked(marks: Path | None, datasets: Iterable[str], what: str) -> Iterator[None]:
+    """Mark the datasets as being upgraded or rolled back in the backup state folder `marks`
+    (homelab.backup.lock; None: no marks), then refuse if a backup run holds one: each side marks before
+    looking at the other's marks, so a backup and an upgrade starting together never both go on (the
+    backup waits for ours to go)."""
+    if marks is None:
+        yield
+        return
+    from homelab.backup.lock import UPGRADES, holding, running_datasets
+
+    with holding(marks, datasets, what, UPGRADES):
+        busy = running_datasets(marks) & set(datasets)
+        if busy:
+            raise UpgradeRefused(
+                f"{what}: a backup run is reading {', '.join(sorted(busy))}; nothing was changed, "
+                "try again when it ends"
+            )
+        yield
+
+
+def keep_logs(record: Record, out: Path, docker: Engine) -> tuple[Path, list[str]]:
+    """The failed version's output, kept in the record's folder; for each container that exited or
+    restarts, its exit code and last lines (a version that crashes at once has no health output)."""
     folder = out / RECORDS_DIR / record.folder_name
+    crashed = []
     for c in docker.containers([StackPlan(record.stack, out / record.stack).project]):
-        (folder / f"{c.service}.log").write_text(docker.logs_tail(c.id, LOG_LINES) + "\n", encoding="utf-8")
-    return folder
+        text = docker.logs_tail(c.id, LOG_LINES)
+        (folder / f"{c.service}.log").write_text(text + "\n", encoding="utf-8")
+        if not c.running or c.restart_count:
+            tail = " | ".join(line.strip() for line in text.splitlines()[-CRASH_LINES:]) or "(no output)"
+            how = f"restarted {c.restart_count} times, " if c.restart_count else ""
+            crashed.append(f"  {c.service} {how}{c.state} with exit code {c.exit_code}; last output: {tail}")
+    return folder, crashed
 
 
 def roll_back(
@@ -45,20 +95,24 @@ def roll_back(
     progress: Callable[[str], None],
     failure: ApplyFailed,
 ) -> RolledBack:
-    """A failed upgrade undone: logs kept, journal at "rolling-back", restore, "rolled-back"; returns the
-    error that says so."""
-    folder = keep_logs(record, out, docker)
+    """A failed upgrade undone (the version never passed the gate: nothing asked; what it wrote is kept in
+    a safety snapshot): logs kept, restore, "rolled-back"; returns the error that says so."""
+    folder, crashed = keep_logs(record, out, docker)
     progress(f"{record.stack}: upgrade failed, rolling back ({failure})")
     record.notes.append(str(failure))
-    record.step(out, "rolling-back")
     restore(record, out, docker, zfs, timeout, progress)
     record.step(out, "rolled-back")
     data = "its data from before the upgrade" if record.snapshot else "the data as the new version left it"
-    return RolledBack(
+    lines = [
         f"{record.stack}: the upgrade did not become healthy and was rolled back; the previous "
-        f"version runs again on {data}\n{failure}\n"
-        f"  the failed version's logs: {folder}"
-    )
+        f"version runs again on {data}",
+        str(failure),
+        *crashed,
+        f"  the failed version's logs: {folder}",
+    ]
+    if record.safety:
+        lines.append(f"  what it wrote is kept in the safety snapshot @{record.safety}")
+    return RolledBack("\n".join(lines))
 
 
 def abandon(record: Record, out: Path, zfs: Zfs, why: str) -> None:
@@ -72,23 +126,31 @@ def abandon(record: Record, out: Path, zfs: Zfs, why: str) -> None:
     record.step(out, "abandoned")
 
 
-def recover(out: Path, docker: Engine, zfs: Zfs, *, timeout: float, progress: Callable[[str], None]) -> list[Record]:
-    """Finish or undo every upgrade a killed `homelab` left in the journal, before `up` does anything else:
+def recover(
+    out: Path,
+    docker: Engine,
+    zfs: Zfs,
+    *,
+    timeout: float,
+    progress: Callable[[str], None],
+    stacks: list[str] | None = None,
+) -> list[Record]:
+    """Finish or undo every upgrade a killed `homelab` left in the journal (of `stacks`, else all; another
+    stack's journal never stops this `up`), before `up` does anything else:
     - "snapshotting": the stack was not touched: its snapshots are destroyed ("abandoned"); `up` then
       upgrades afresh;
     - "applying": compose up of the stack as rendered and the health gate, as the killed run would
       have: healthy is "upgraded", else rolled back;
-    - "rolling-back": the rollback is done again from the start (each step of it is idempotent).
+    - "rolling-back": the rollback is finished: if its data step was done, only the previous version's
+      compose up and gate; else the data step too, unless the version served and something would be
+      discarded: then `up` refuses and `homelab rollback` decides.
     Raises RolledBack after the others are settled when one was rolled back (the killed `up` would have
     stopped there too); UpgradeRefused when the homelab running an upgrade is still alive."""
     settled, failures = [], []
     for record in list_records(out):
-        if record.state not in INTERRUPTED:
+        if record.state not in INTERRUPTED or (stacks and record.stack not in stacks):
             continue
-        if record.pid != os.getpid() and record.started and process_started(record.pid) == record.started:
-            raise UpgradeRefused(
-                f"{record.stack}: an upgrade is running in homelab process {record.pid}; wait for it to end"
-            )
+        _refuse_if_alive(record)
         progress(f"{record.stack}: the upgrade of {record.stamp} was interrupted while {record.state}")
         if record.state == "snapshotting":
             abandon(record, out, zfs, "interrupted before the stack was touched; its snapshots were removed")
@@ -100,12 +162,13 @@ def recover(out: Path, docker: Engine, zfs: Zfs, *, timeout: float, progress: Ca
                 failures.append(roll_back(record, out, docker, zfs, timeout, progress, failure))
             else:
                 record.notes.append("finished by the next up after an interrupted one")
-                record.step(out, "upgraded")
+                upgraded(record, out, zfs, progress)
                 progress(f"{record.stack}: the interrupted upgrade is finished and healthy")
-                prune(out, zfs, record.stack, progress)
         else:
             record.notes.append("rollback finished by the next up after an interrupted one")
-            restore(record, out, docker, zfs, timeout, progress)
+            restore(
+                record, out, docker, zfs, timeout, progress, decide=(lambda _loss: False) if _served(record) else None
+            )
             record.step(out, "rolled-back")
             failures.append(RolledBack(f"{record.stack}: the interrupted rollback of {record.stamp} is finished"))
         settled.append(record)
@@ -114,51 +177,214 @@ def recover(out: Path, docker: Engine, zfs: Zfs, *, timeout: float, progress: Ca
     return settled
 
 
+def upgraded(record: Record, out: Path, zfs: Zfs, progress: Callable[[str], None]) -> None:
+    """The new version passed the gate: from now on it serves, and undoing it asks first."""
+    record.healthy_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record.step(out, "upgraded")
+    prune(out, zfs, record.stack, progress)
+
+
+def _refuse(_loss: str) -> bool:
+    return False
+
+
+def _served(record: Record) -> bool:
+    return bool(record.healthy_at)
+
+
+def _refuse_if_alive(record: Record) -> None:
+    if record.pid != os.getpid() and record.started and process_started(record.pid) == record.started:
+        raise UpgradeRefused(
+            f"{record.stack}: an upgrade is running in homelab process {record.pid}; wait for it to end"
+        )
+
+
 def restore(
-    record: Record, out: Path, docker: Engine, zfs: Zfs, timeout: float, progress: Callable[[str], None]
+    record: Record,
+    out: Path,
+    docker: Engine,
+    zfs: Zfs,
+    timeout: float,
+    progress: Callable[[str], None],
+    *,
+    decide: Decide | None = None,
+    keep_data: bool = False,
 ) -> None:
-    """Stop the stack, roll its datasets back (when the upgrade has a snapshot), bring the previous
-    compose.yaml up, gate its health."""
+    """Check, stop the stack, put its datasets back to the snapshot (unless already done, or keep_data),
+    bring the previous compose.yaml up, gate its health. With `decide`, what would be discarded is asked
+    about first (UpgradeRefused, nothing touched, when the answer is no)."""
     stack = StackPlan(record.stack, out / record.stack)
     folder = out / RECORDS_DIR / record.folder_name
-    docker.down(stack.project, stack.directory)
-    for name in record.datasets if record.snapshot else ():
-        zfs.rollback(f"{name}@{record.snapshot}")
-    write_owned(out, {f"{record.stack}/{COMPOSE_FILE}": (folder / COMPOSE_FILE).read_bytes()})
+    data = bool(record.snapshot) and not record.data_restored and not keep_data
+    if data:
+        missing = [n for n in record.datasets if record.snapshot not in zfs.snapshots(n)]
+        if missing:
+            raise UpgradeRefused(f"{record.stack}: snapshot @{record.snapshot} is gone from {', '.join(missing)}")
+        loss = measure(record, out, docker, zfs) if decide is not None else None
+        if decide is not None and loss is not None and loss.changed and not decide(loss.describe()):
+            what = "unfinished: it" if record.state == "rolling-back" else "not done: it"
+            raise UpgradeRefused(
+                f"rollback of {record.stack} {what} would discard what was written since the upgrade "
+                f"(@{record.snapshot}):\n{loss.describe()}\n"
+                f"`homelab rollback {record.stack} --discard-writes` rolls back keeping it in a safety snapshot; "
+                f"`homelab rollback {record.stack} --keep-data` returns to the previous images on the data as it is"
+            )
+    record.step(out, "rolling-back")
+    if data:
+        docker.down(stack.project, stack.directory)
+        _data_step(record, out, docker, zfs, progress)
+    elif keep_data:
+        progress(f"{record.stack}: keeping the data as the new version left it (--keep-data)")
+    previous = (folder / COMPOSE_FILE).read_bytes()
+    write_owned(out, {f"{record.stack}/{COMPOSE_FILE}": previous})
+    wait = rollback_wait(previous, timeout)
     began = time.monotonic()
-    docker.up(stack.project, stack.directory, timeout=timeout)
-    bad = wait_healthy(docker, stack, began + timeout)
+    try:
+        docker.up(stack.project, stack.directory, timeout=wait)
+    except (CommandFailed, TimeoutError) as exc:
+        progress(f"{record.stack}: compose up of the previous version said: {exc}")
+    checkpoint("rollback-composed")
+    bad = wait_healthy(docker, stack, began + wait)
     if bad:
-        raise ApplyFailed(f"stack {record.stack}: still not healthy after the rollback: {', '.join(bad)}")
-    data = f"data at @{record.snapshot}" if record.snapshot else "data left as the new version wrote it"
+        raise ApplyFailed(
+            f"rollback of {record.stack} unfinished: {', '.join(bad)} not healthy {wait:.0f}s after the previous "
+            f"version's start (its data is back already); `homelab up {record.stack}` finishes it"
+        )
+    where = f"data at @{record.snapshot}" if data or record.data_restored else "the data as it was"
     progress(
-        f"{record.stack}: rolled back to the previous images, {data}; healthy after {time.monotonic() - began:.1f}s"
+        f"{record.stack}: rolled back to the previous images, {where}; healthy after {time.monotonic() - began:.1f}s"
     )
 
 
+def _data_step(record: Record, out: Path, docker: Engine, zfs: Zfs, progress: Callable[[str], None]) -> None:
+    """The stack is down: keep what would be discarded (safety snapshot), then put the data back. A failure
+    before any file was put back brings the stack up again as it was."""
+    stack = StackPlan(record.stack, out / record.stack)
+    base = out / RECORDS_DIR / record.folder_name / "read"
+    snapshot = record.snapshot or ""
+    try:
+        found = [changes(zfs, name, snapshot, base) for name in record.datasets]
+        changed = [c for c in found if c.any]
+        if changed:
+            record.safety = record.safety or safety_name(record.stack)
+            record.save(out)
+            for c in changed:
+                if record.safety not in zfs.snapshots(c.dataset):
+                    zfs.snapshot(c.dataset, record.safety)
+            progress(
+                f"{record.stack}: safety snapshot @{record.safety} keeps what the rollback discards: "
+                + "; ".join(c.describe() for c in changed)
+            )
+    except (CommandFailed, OSError, HomelabError) as exc:
+        docker.up(stack.project, stack.directory, timeout=300)
+        if _served(record):  # nothing happened: the upgrade stands, `homelab rollback` may try again
+            record.step(out, "upgraded")
+        raise HomelabError(
+            f"rollback of {record.stack} not done: {exc}\n  nothing was put back; the stack runs again as it was"
+        ) from None
+    for name in record.datasets:
+        snaps = zfs.snapshots(name)
+        newer = snaps[snaps.index(snapshot) + 1 :]
+        if newer:
+            progress(f"{name}: newer snapshots kept (none destroyed): {', '.join('@' + s for s in newer)}")
+    for c in changed:
+        put_back(zfs, c.dataset, snapshot, base)
+    record.data_restored = True
+    record.save(out)
+
+
+def rollback_wait(compose: bytes, timeout: float) -> float:
+    """How long the previous version may take to turn healthy: `timeout`, or longer when a service's
+    healthcheck allows more (start_period plus its retries, docker's defaults for what it leaves out)."""
+    services = (yaml.safe_load(compose) or {}).get("services") or {}
+    longest = 0.0
+    for service in services.values():
+        check = (service or {}).get("healthcheck") or {}
+        if not check or check.get("disable"):
+            continue
+        interval = _seconds(check.get("interval"), HEALTH_DEFAULTS["interval"])
+        start = _seconds(check.get("start_period"), HEALTH_DEFAULTS["start_period"])
+        retries = int(check.get("retries", HEALTH_DEFAULTS["retries"]))
+        longest = max(longest, start + interval * (retries + 1))
+    return max(timeout, longest)
+
+
+def _seconds(value: object, default: float) -> float:
+    if value is None:
+        return default
+    parts = DURATION.findall(str(value))
+    return sum(float(n) * UNITS[unit] for n, unit in parts) if parts else default
+
+
 def rollback(
-    out: Path, docker: Engine, zfs: Zfs, stack: str, *, timeout: float, progress: Callable[[str], None]
+    out: Path,
+    docker: Engine,
+    zfs: Zfs,
+    stack: str,
+    *,
+    timeout: float,
+    progress: Callable[[str], None],
+    decide: Decide = _refuse,
+    keep_data: bool = False,
+    marks: Path | None = None,
 ) -> Record:
-    """`homelab rollback STACK`: undo the stack's last upgrade while its snapshot exists."""
+    """`homelab rollback STACK`: finish the stack's interrupted rollback, else undo its last upgrade while its
+    snapshot exists (one upgrade further back each time). The version served: what would be discarded is
+    put to `decide` first. `marks`: the backup state folder, where the datasets are marked meanwhile."""
     records = list_records(out, stack)
-    if any(r.state in INTERRUPTED for r in records):
+    interrupted = [r for r in records if r.state in INTERRUPTED]
+    if interrupted and interrupted[-1].state != "rolling-back":
         raise UpgradeRefused(f"{stack}: an upgrade of it was interrupted; `homelab up` finishes or undoes it first")
-    done = [r for r in records if r.state == "upgraded"]
-    if not done:
-        raise UpgradeRefused(f"{stack}: no upgrade to roll back (homelab upgrade --list shows them)")
-    record = done[-1]
-    if record.snapshot is None:
+    if interrupted:
+        record = interrupted[-1]
+        _refuse_if_alive(record)
+        record.notes.append("interrupted rollback finished by `homelab rollback`")
+    else:
+        done = [r for r in records if r.state == "upgraded"]
+        if not done:
+            raise UpgradeRefused(f"{stack}: no upgrade to roll back (homelab upgrade --list shows them)")
+        record = done[-1]
+        record.healthy_at = record.healthy_at or "unknown (upgraded before homelab recorded it)"
+        record.notes.append("rolled back by hand" + (", keeping the data" if keep_data else ""))
+    if record.snapshot is None and not keep_data:
         raise UpgradeRefused(
-            f"{stack}: no snapshot of its last upgrade is left (--no-snapshot, or removed by retention)"
+            f"{stack}: no snapshot of its last upgrade is left (--no-snapshot, or removed by retention); "
+            "`--keep-data` returns to the previous images on the data as it is"
         )
-    missing = [n for n in record.datasets if record.snapshot not in zfs.snapshots(n)]
-    if missing:
-        raise UpgradeRefused(f"{stack}: snapshot @{record.snapshot} is gone from {', '.join(missing)}")
-    record.notes.append("rolled back by hand")
-    record.step(out, "rolling-back")
-    restore(record, out, docker, zfs, timeout, progress)
+    if keep_data:
+        keeps_data(record)
+    with marked(marks, record.datasets, f"rollback of {stack}"):
+        restore(record, out, docker, zfs, timeout, progress, decide=decide, keep_data=keep_data)
     record.step(out, "rolled-back")
     return record
+
+
+# image (without registry, tag) -> why its older version cannot run on the newer one's data; an image not
+# named here is taken to read its data the same in both versions (docs/upgrades.md, --keep-data)
+NO_KEEP_DATA = {
+    "nextcloud": "Nextcloud refuses to start on data of a newer version (downgrading is not supported)",
+    "gitea": "Gitea refuses a database a newer version migrated",
+    "jenkins": "Jenkins may not read plugin and job files a newer version wrote",
+    "plex": "Plex's databases are migrated by a newer version and not migrated back",
+    "grafana": "Grafana's database is migrated by a newer version",
+    "redis": "an older Redis cannot load a newer RDB format",
+}
+
+
+def keeps_data(record: Record) -> None:
+    """Refuse --keep-data where an older image cannot run on its newer version's data; Postgres only within
+    a major version (an older major refuses the data directory)."""
+    for change in record.changes:
+        name = change.old.rpartition("/")[2].partition(":")[0].partition("@")[0]
+        why = NO_KEEP_DATA.get(name)
+        if name == "postgres" and _major(change.old) != _major(change.new):
+            why = "PostgreSQL refuses a data directory of another major version"
+        if why:
+            raise UpgradeRefused(f"{record.stack}: --keep-data is not possible for {change.service}: {why}")
+
+
+def _major(image: str) -> str:
+    return image.rpartition(":")[2].partition(".")[0].partition("-")[0]
 
 
 def prune(out: Path, zfs: Zfs, stack: str, progress: Callable[[str], None]) -> None:

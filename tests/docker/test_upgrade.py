@@ -82,6 +82,7 @@ class Box:
         self.docker, self.zfs = Docker(), ZfsCli()
         self.said: list[str] = []
         self.repaired: list[drift.Drift] = []
+        self.start_periods: dict[str, str] = {}  # version -> its healthcheck's start_period
 
     def services(self, version: str) -> tuple[dict[str, Service], list[Dataset]]:
         """The stack as the plan has it: its services and the datasets they mount."""
@@ -91,13 +92,16 @@ class Box:
 
     def compose(self, version: str) -> dict:  # type: ignore[type-arg]
         """The stack's compose.yaml for `version`."""
+        health = {"test": ["CMD", "/health"], "interval": "1s", "timeout": "5s", "retries": 3}
+        if version in self.start_periods:
+            health["start_period"] = self.start_periods[version]
         return {
             "services": {
                 "app": {
                     "image": self.versions[version],
                     "environment": dict(ENV),
                     "volumes": [f"{self.data}:/data"],
-                    "healthcheck": {"test": ["CMD", "/health"], "interval": "1s", "timeout": "5s", "retries": 3},
+                    "healthcheck": health,
                 }
             }
         }
@@ -122,13 +126,15 @@ class Box:
         self.repaired = drift.mark_repairs(convergence, drift.find_drift(convergence, plan, changed))
         return plan, convergence, previous
 
-    def up(self, version: str) -> None:
+    def up(self, version: str, timeout: float = 60) -> None:
         """`homelab up` to `version`: render, then apply with the upgrade guard."""
         plan, convergence, previous = self.render(version)
         guard = upgrade.guard_for(
-            convergence, plan, self.out, self.docker, previous, True, 60, self.said.append, zfs=self.zfs
+            convergence, plan, self.out, self.docker, previous, True, timeout, self.said.append, zfs=self.zfs
         )
-        apply.apply(convergence, plan, self.docker, timeout=60, progress=self.said.append, zfs=self.zfs, guard=guard)
+        apply.apply(
+            convergence, plan, self.docker, timeout=timeout, progress=self.said.append, zfs=self.zfs, guard=guard
+        )
 
     def running(self, service: str = "app") -> tuple[str, str | None]:
         (container,) = [c for c in self.docker.containers([f"homelab-{STACK}"]) if c.service == service]
@@ -158,7 +164,9 @@ def test_a_good_upgrade_stays_and_rollback_by_hand_returns_to_v1_and_its_data(bo
     assert (box.data / "db").read_bytes().startswith(b"format-2")
     (record,) = upgrade_journal.list_records(box.out)
     assert record.state == "upgraded" and record.snapshot in box.zfs.snapshots(box.dataset)
-    upgrade_undo.rollback(box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append)
+    upgrade_undo.rollback(
+        box.out, box.docker, box.zfs, STACK, timeout=60, progress=box.said.append, decide=lambda _loss: True
+    )
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before
 

@@ -28,16 +28,21 @@ pytestmark = [pytest.mark.docker, pytest.mark.real]
 
 PG = "/usr/lib/postgresql/15"
 PROGRAMS = ("postgres", "initdb", "pg_ctl", "psql", "pg_dump", "pg_isready", "createdb")
-# the steps of upstream's docker-entrypoint.sh (16/alpine3.20) this stand-in needs, in busybox sh: as
-# root, own PGDATA and the socket folder and re-run as postgres (gosu there, su here); on an empty PGDATA:
-# initdb as POSTGRES_USER with the password (local connections: initdb's default, trust), host connections
-# by password, listen on all addresses (the Dockerfile's edit of postgresql.conf.sample), a socket-only
+# the steps of upstream's docker-entrypoint.sh (16/alpine3.20 at 960ebdf "Update 16 to 16.6") this stand-in
+# needs, in busybox sh: docker_setup_env first, as root: file_env reads POSTGRES_PASSWORD_FILE (a root-only
+# secret), exports POSTGRES_PASSWORD and unsets the _FILE variable, so the re-run as postgres never reads
+# the file; then, as root, own PGDATA and the socket folder and re-run as postgres (gosu there, su here); on
+# an empty PGDATA: initdb as POSTGRES_USER with the password (local connections: initdb's default, trust),
+# host connections by password, listen on all addresses (the Dockerfile's edit of postgresql.conf.sample), a socket-only
 # server to CREATE DATABASE POSTGRES_DB; then exec postgres
 ENTRYPOINT = b"""#!/bin/sh
 set -e
-: "${POSTGRES_USER:=postgres}"
-if [ -n "$POSTGRES_PASSWORD_FILE" ]; then POSTGRES_PASSWORD="$(cat "$POSTGRES_PASSWORD_FILE")"; fi
-: "${POSTGRES_DB:=$POSTGRES_USER}"
+if [ -n "$POSTGRES_PASSWORD_FILE" ]; then
+  export POSTGRES_PASSWORD="$(cat "$POSTGRES_PASSWORD_FILE")"
+  unset POSTGRES_PASSWORD_FILE
+fi
+export POSTGRES_USER="${POSTGRES_USER:-postgres}"
+export POSTGRES_DB="${POSTGRES_DB:-$POSTGRES_USER}"
 if [ "$(id -u)" = 0 ]; then
   mkdir -p "$PGDATA" /var/run/postgresql
   chmod 700 "$PGDATA"; chmod 3775 /var/run/postgresql
@@ -123,7 +128,13 @@ class PgBox(Box):
         document = super().compose(version)
         document["services"]["db"] = {
             "image": self.pg_image,
-            "environment": {"POSTGRES_USER": "nextcloud", "POSTGRES_DB": "nextcloud", "POSTGRES_PASSWORD": "test"},
+            # the password as the catalog passes it: a secret file only root may read (0600)
+            "environment": {
+                "POSTGRES_USER": "nextcloud",
+                "POSTGRES_DB": "nextcloud",
+                "POSTGRES_PASSWORD_FILE": "/run/secrets/db_password",
+            },
+            "secrets": ["db_password"],
             "volumes": [f"{self.pg_data}:{upgrade.PGDATA}"],
             "stop_signal": "SIGINT",  # the upstream Dockerfile's STOPSIGNAL
             "healthcheck": {
@@ -134,6 +145,10 @@ class PgBox(Box):
                 "start_period": "120s",
             },
         }
+        secret = self.out / STACK / "db_password"
+        secret.write_text("test\n", encoding="utf-8")
+        secret.chmod(0o600)
+        document["secrets"] = {"db_password": {"file": str(secret)}}
         return document
 
     def sql(self, *args: str, database: str = "nextcloud") -> str:
@@ -200,7 +215,9 @@ def test_postgres_is_dumped_into_its_dataset_and_the_snapshot_holds_the_dump(pgb
     pgbox.sql("-c", "INSERT INTO notes VALUES (2, 'after the upgrade')")
     saved = dump.read_bytes()
     dump.unlink()
-    upgrade_undo.rollback(pgbox.out, pgbox.docker, pgbox.zfs, STACK, timeout=120, progress=pgbox.said.append)
+    upgrade_undo.rollback(
+        pgbox.out, pgbox.docker, pgbox.zfs, STACK, timeout=120, progress=pgbox.said.append, decide=lambda _l: True
+    )
     assert dump.read_bytes() == saved
     assert pgbox.running("db")[1] == "healthy"
     assert pgbox.sql("-c", "SELECT count(*) FROM notes") == "1"

@@ -24,7 +24,7 @@ from homelab.upgrade import undo as upgrade_undo
 from tests.fakes.docker import container
 from tests.fakes.zfs import FakeZfs
 from tests.unit.conftest import Deployment
-from tests.upgrade.test_upgrade import DEV, OLD, ImageDocker, _setup, _up
+from tests.upgrade.test_upgrade import DEV, OLD, ImageDocker, _read_back, _setup, _up
 
 CLOUD = project_name("cloud")
 OLD_NEXTCLOUD = "nextcloud:29.0.0-apache"
@@ -137,9 +137,7 @@ def test_killed_after_the_snapshot_of_a_bad_version_the_next_up_rolls_it_back(
         _recover(deployment, docker, zfs)
     (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "rolled-back"
-    assert sorted(c[1] for c in zfs.changes() if c[0] == "rollback") == sorted(
-        f"{d}@{record.snapshot}" for d in datasets
-    )
+    assert _read_back(zfs) == sorted(f"{d}@{record.snapshot}" for d in datasets)
     assert _gitea(docker).image == OLD and _gitea(docker).health == "healthy"
 
 
@@ -158,7 +156,7 @@ def test_killed_while_rolling_back_the_next_up_finishes_the_rollback(
     (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "rolled-back"
     assert _gitea(docker).image == OLD and _gitea(docker).health == "healthy"
-    assert len([c for c in zfs.changes() if c[0] == "rollback"]) == len(datasets)
+    assert _read_back(zfs) == sorted(f"{d}@{record.snapshot}" for d in datasets)
     with pytest.raises(upgrade_journal.UpgradeRefused, match="no upgrade to roll back"):
         upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
 

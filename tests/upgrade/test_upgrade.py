@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from homelab import apply
-from homelab.layout import project_name
-from homelab.upgrade import journal as upgrade_journal
 from homelab.upgrade import run as upgrade
 from homelab.upgrade import undo as upgrade_undo
+from homelab.upgrade import journal as upgrade_journal
+from homelab.layout import project_name
+from tests.backup.fast import ContentZfs
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
 from tests.unit.conftest import Deployment
@@ -60,10 +61,12 @@ class ImageDocker(FakeDocker):
         ]
 
 
-def _setup(deployment: Deployment) -> tuple[ImageDocker, FakeZfs, list[str]]:
+def _setup(deployment: Deployment) -> tuple[ImageDocker, ContentZfs, list[str]]:
     """dev runs with gitea on an old image; every dev dataset is on the fake pool."""
-    zfs = FakeZfs()
-    zfs.add_pool("tank")
+    zfs = ContentZfs(deployment.mount.parent / "snapshots")  # a rollback reads the snapshot's files
+    zfs.mount_root = deployment.mount.parent
+    zfs.add_pool("tank", deployment.mount.parent / "pool")
+    zfs.create("tank/homelab", {"mountpoint": str(deployment.mount)})
     datasets = list(upgrade.stack_datasets(deployment.plan, deployment.plan.stacks["dev"]))
     for name in sorted(datasets, key=len):
         for i in range(2, name.count("/") + 2):
@@ -76,6 +79,12 @@ def _setup(deployment: Deployment) -> tuple[ImageDocker, FakeZfs, list[str]]:
     docker = ImageDocker(zfs, *running)
     docker.hashes[DEV] = {c.service: c.config_hash or "" for c in running} | {"gitea": "hash-gitea-new"}
     return docker, zfs, datasets
+
+
+def _read_back(zfs: FakeZfs) -> list[str]:
+    """The snapshots a rollback read through clones (it puts files back; no `zfs rollback` ever runs)."""
+    assert not [c for c in zfs.changes() if c[0] == "rollback"]
+    return sorted({c[1] for c in zfs.changes() if c[0] == "clone"})
 
 
 def _previous_compose(deployment: Deployment) -> bytes:
@@ -132,7 +141,7 @@ def test_an_unhealthy_upgrade_is_rolled_back_data_and_compose(deployment: Deploy
     message = str(caught.value)
     assert "rolled back" in message and "gitea" in message
     snapshot = next(c[1] for c in zfs.changes() if c[0] == "snapshot").split("@")[1]
-    assert sorted(c[1] for c in zfs.changes() if c[0] == "rollback") == sorted(f"{d}@{snapshot}" for d in datasets)
+    assert _read_back(zfs) == sorted(f"{d}@{snapshot}" for d in datasets)
     assert ("down", DEV, deployment.out / "dev") in docker.calls
     assert (deployment.out / "dev" / "compose.yaml").read_bytes() == _previous_compose(deployment) != new_compose
     gitea = next(c for c in docker.running if c.service == "gitea")
@@ -154,7 +163,7 @@ def test_rollback_by_hand_returns_to_the_previous_version_while_the_snapshot_exi
     record = upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
     assert record.state == "rolled-back"
     assert next(c for c in docker.running if c.service == "gitea").image == OLD
-    assert len([c for c in zfs.changes() if c[0] == "rollback"]) == len(datasets)
+    assert _read_back(zfs) == sorted(f"{d}@{record.snapshot}" for d in datasets)
     with pytest.raises(upgrade_journal.UpgradeRefused):  # nothing upgraded is left to undo
         upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
 
@@ -173,7 +182,10 @@ def test_a_vanished_snapshot_is_refused_before_anything_stops(deployment: Deploy
 def test_retention_keeps_the_three_newest_upgrade_snapshots(deployment: Deployment, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     docker, zfs, datasets = _setup(deployment)
     stamps = iter(f"2026010{i}T000000Z" for i in range(1, 10))
-    monkeypatch.setattr(upgrade.time, "strftime", lambda *_a: next(stamps))
+    strftime = upgrade.time.strftime
+    monkeypatch.setattr(  # the upgrades' stamps (datetime's strftime goes through it too)
+        upgrade.time, "strftime", lambda fmt, *a: next(stamps) if fmt == "%Y%m%dT%H%M%SZ" else strftime(fmt, *a)
+    )
     for _ in range(5):
         _up(deployment, docker, zfs)
         for i, c in enumerate(docker.running):  # back to the old image, so the next up upgrades again
