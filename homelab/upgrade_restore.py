@@ -135,22 +135,10 @@ def _sync(old: Path, live: Path, tally: Changes, *, apply: bool) -> Changes:
     """Walk both trees; count (and, with apply, undo) every difference of `live` from `old`."""
     olds = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(old)}
     lives = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(live)}
-    for name, st in lives.items():
-        was = olds.get(name)
-        if was is None or _kind(was.st_mode) != _kind(st.st_mode):
-            _count_new(live / name, st, tally)
-            tally.removed += was is not None
-            if apply:
-                _remove(live / name, st)
-            lives[name] = None  # type: ignore[assignment]
-        elif stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) != (was.st_size, was.st_mtime_ns):
-            tally.files += 1
-            tally.written += st.st_size
-        elif stat.S_ISLNK(st.st_mode) and (live / name).readlink() != (old / name).readlink():
-            tally.files += 1
+    kept = _written(old, live, olds, lives, tally, apply=apply)
     for name, was in olds.items():
-        src, dst, now = old / name, live / name, lives.get(name)
-        if now is None and name not in lives:
+        src, dst, now = old / name, live / name, kept.get(name)
+        if name not in lives:
             tally.removed += 1
         if stat.S_ISDIR(was.st_mode):
             if apply and now is None:
@@ -165,6 +153,35 @@ def _sync(old: Path, live: Path, tally: Changes, *, apply: bool) -> Changes:
     if apply:
         _metadata(live, old.stat(follow_symlinks=False))
     return tally
+
+
+def _written(
+    old: Path,
+    live: Path,
+    olds: dict[str, os.stat_result],
+    lives: dict[str, os.stat_result],
+    tally: Changes,
+    *,
+    apply: bool,
+) -> dict[str, os.stat_result]:
+    """The live entries of one folder that are new or changed, counted; with apply, those the snapshot
+    lacks (or has as another kind) removed. Returns the live entries that stay."""
+    kept = {}
+    for name, st in lives.items():
+        was = olds.get(name)
+        if was is None or _kind(was.st_mode) != _kind(st.st_mode):
+            _count_new(live / name, st, tally)
+            tally.removed += was is not None
+            if apply:
+                _remove(live / name, st)
+            continue
+        kept[name] = st
+        if stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) != (was.st_size, was.st_mtime_ns):
+            tally.files += 1
+            tally.written += st.st_size
+        elif stat.S_ISLNK(st.st_mode) and (live / name).readlink() != (old / name).readlink():
+            tally.files += 1
+    return kept
 
 
 def _count_new(path: Path, st: os.stat_result, tally: Changes) -> None:
