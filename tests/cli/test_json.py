@@ -100,6 +100,7 @@ def test_status_json(example_config: Path, monkeypatch: pytest.MonkeyPatch, heal
             }
         ],
         "drift": [],
+        "unfinished": [],
     }
 
 
