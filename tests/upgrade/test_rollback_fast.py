@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from homelab import upgrade_journal, upgrade_undo
+from homelab import upgrade_journal, upgrade_restore, upgrade_undo
 from homelab.backup import run_backup
 from homelab.backup.lock import UPGRADES, holding
 from homelab.cli import app
@@ -108,10 +108,10 @@ def test_keep_data_is_refused_where_the_older_version_cannot_read_the_newer_data
 ) -> None:
     record = Record("s", "t", [], [ImageChange("svc", old, new)])
     if refused is None:
-        upgrade_undo.keeps_data(record)
+        upgrade_restore.keeps_data(record)
     else:
         with pytest.raises(upgrade_journal.UpgradeRefused, match=refused):
-            upgrade_undo.keeps_data(record)
+            upgrade_restore.keeps_data(record)
 
 
 def _run(deployment: Deployment, *args: str):  # type: ignore[no-untyped-def]
