@@ -2,9 +2,9 @@
 and (for the ones about writes) real PostgreSQL beside the app's files.
 
 The app is test_upgrade's stand-in (v1 writes `format-1` into /data/db, v2-* rewrite it), with a few more
-versions built here: `slow` (v1 whose healthcheck passes 9 s after it starts; start_period 60 s) and
-`g3`..`g6` (good versions rewriting the first line to `format-N`). The Postgres service and its stand-in
-are test_upgrade_dump's.
+versions built here: `slow` (v1 whose healthcheck, once /data/slow exists, passes 9 s after it starts;
+start_period 60 s) and `g3`..`g6` (good versions rewriting the first line to `format-N`). The Postgres
+service and its stand-in are test_upgrade_dump's.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ HERE = Path(__file__).resolve().parent
 MORE = {
     "slow": (
         "[ -f /data/db ] || printf 'format-1\\nrecord a\\n' > /data/db\ndate +%s > /tmp/started\n",
-        'grep -q "^format-1" /data/db && [ $(( $(date +%s) - $(cat /tmp/started) )) -ge 9 ]',
+        'grep -q "^format-1" /data/db && '
+        "{ [ ! -f /data/slow ] || [ $(( $(date +%s) - $(cat /tmp/started) )) -ge 9 ]; }",
     ),
     **{
         f"g{n}": (f"sed -i 's/^format-[0-9]*/format-{n}/' /data/db\n", f"grep -q '^format-{n}' /data/db")
@@ -102,6 +103,7 @@ def test_a_rollback_waits_for_the_previous_versions_start_and_a_later_write_surv
 ) -> None:
     pgbox.start_periods["slow"] = "60s"
     _start(pgbox, "slow")
+    (pgbox.data / "slow").touch()  # from its next start on (the snapshot holds it: the rollback's start)
     # the upgrade's --timeout (6 s) is shorter than the previous version's start (9 s): the rollback waits
     # as long as that version's healthcheck allows (start_period), not the upgrade's timeout
     with pytest.raises((HomelabError, TimeoutError)) as caught:
