@@ -3,8 +3,8 @@ and (for the ones about writes) real PostgreSQL beside the app's files.
 
 The app is test_upgrade's stand-in (v1 writes `format-1` into /data/db, v2-* rewrite it), with a few more
 versions built here: `slow` (v1 whose healthcheck, once /data/slow exists, passes 9 s after it starts;
-start_period 60 s) and `g3`..`g6` (good versions rewriting the first line to `format-N`). The Postgres
-service and its stand-in are test_upgrade_dump's.
+start_period 60 s), `crash` (exits 3 at once) and `g3`..`g6` (good versions rewriting the first line to
+`format-N`). The Postgres service and its stand-in are test_upgrade_dump's.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ MORE = {
         'grep -q "^format-1" /data/db && '
         "{ [ ! -f /data/slow ] || [ $(( $(date +%s) - $(cat /tmp/started) )) -ge 9 ]; }",
     ),
+    "crash": ("echo 'FATAL: cannot read /data/db as format-1' >&2\nexit 3\n", "exit 1"),
     **{
         f"g{n}": (f"sed -i 's/^format-[0-9]*/format-{n}/' /data/db\n", f"grep -q '^format-{n}' /data/db")
         for n in range(3, 7)
@@ -299,3 +300,16 @@ def test_a_backup_started_during_the_health_wait_waits_for_the_automatic_rollbac
     assert backup, said  # it ran once the rollback was done
     (record,) = upgrade_journal.list_records(box.out)
     assert record.state == "rolled-back" and rolled_back > float(said[0].split()[-1])
+
+
+# (smaller) -------------------------------------------------------------------------------------------------
+
+
+def test_a_version_that_exits_at_once_is_reported_with_its_exit_code_and_last_lines(
+    more: dict[str, str], box: Box
+) -> None:
+    box.up("v1")
+    with pytest.raises(upgrade_journal.RolledBack) as caught:
+        box.up("crash")
+    assert "app exited with exit code 3; last output: FATAL: cannot read /data/db as format-1" in str(caught.value)
+    assert _healthy(box, "v1")
