@@ -74,9 +74,7 @@ def up(
     docker = _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)
     guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
     stacks_dir = (out or default_out(loaded)).resolve()
-    previous = journal_first(
-        stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run, stacks=stacks or None
-    )
+    previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run, only=stacks)
     result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
     selected = apply.select_stacks(result.plan, stacks or [])
     if local and not dry_run:

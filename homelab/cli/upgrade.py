@@ -64,12 +64,12 @@ def rollback(
     datasets back to the snapshot; what was written since is kept in a safety snapshot."""
     import sys
 
-    from homelab.upgrade import undo as upgrade_undo
     from homelab.config.loader import load
     from homelab.plan import build_plan
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
     from homelab.runtime.zfs import ZfsCli
+    from homelab.upgrade import undo as upgrade_undo
     from homelab.upgrade.run import backup_state
 
     def decide(loss: str) -> bool:

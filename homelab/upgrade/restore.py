@@ -11,8 +11,9 @@ A file whose size and modification time (to the nanosecond) are the snapshot's i
 and ACLs are not carried (the catalog's apps keep none in their data).
 
 Before that, `changes` says what a rollback would throw away (bytes of files added or changed since the
-snapshot, files removed), so homelab can ask first, and `safety` keeps it: a snapshot of the current state
-(`@homelab-safety-<stack>-<stamp>`) that homelab never destroys.
+snapshot, files removed; for Postgres, whether a pg_dump now differs from the one the snapshot holds), so
+homelab can ask first, and a safety snapshot keeps it: the current state (`@homelab-safety-<stack>-<stamp>`),
+never destroyed by homelab. `keeps_data` says where `rollback --keep-data` (old images, data as it is) works.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from homelab.backup.zfs import Snapshots
 from homelab.errors import CommandFailed, HomelabError
 from homelab.runtime.docker import Engine
 from homelab.runtime.zfs import Zfs
-from homelab.upgrade.journal import DUMP_FILE, RECORDS_DIR, Dump, Record
+from homelab.upgrade.journal import DUMP_FILE, RECORDS_DIR, Dump, Record, UpgradeRefused
 
 SAFETY_PREFIX = "homelab-safety-"
 
@@ -135,22 +136,10 @@ def _sync(old: Path, live: Path, tally: Changes, *, apply: bool) -> Changes:
     """Walk both trees; count (and, with apply, undo) every difference of `live` from `old`."""
     olds = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(old)}
     lives = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(live)}
-    for name, st in lives.items():
-        was = olds.get(name)
-        if was is None or _kind(was.st_mode) != _kind(st.st_mode):
-            _count_new(live / name, st, tally)
-            tally.removed += was is not None
-            if apply:
-                _remove(live / name, st)
-            lives[name] = None  # type: ignore[assignment]
-        elif stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) != (was.st_size, was.st_mtime_ns):
-            tally.files += 1
-            tally.written += st.st_size
-        elif stat.S_ISLNK(st.st_mode) and (live / name).readlink() != (old / name).readlink():
-            tally.files += 1
+    kept = _written(old, live, olds, lives, tally, apply=apply)
     for name, was in olds.items():
-        src, dst, now = old / name, live / name, lives.get(name)
-        if now is None and name not in lives:
+        src, dst, now = old / name, live / name, kept.get(name)
+        if name not in lives:
             tally.removed += 1
         if stat.S_ISDIR(was.st_mode):
             if apply and now is None:
@@ -165,6 +154,35 @@ def _sync(old: Path, live: Path, tally: Changes, *, apply: bool) -> Changes:
     if apply:
         _metadata(live, old.stat(follow_symlinks=False))
     return tally
+
+
+def _written(
+    old: Path,
+    live: Path,
+    olds: dict[str, os.stat_result],
+    lives: dict[str, os.stat_result],
+    tally: Changes,
+    *,
+    apply: bool,
+) -> dict[str, os.stat_result]:
+    """The live entries of one folder that are new or changed, counted; with apply, those the snapshot
+    lacks (or has as another kind) removed. Returns the live entries that stay."""
+    kept = {}
+    for name, st in lives.items():
+        was = olds.get(name)
+        if was is None or _kind(was.st_mode) != _kind(st.st_mode):
+            _count_new(live / name, st, tally)
+            tally.removed += was is not None
+            if apply:
+                _remove(live / name, st)
+            continue
+        kept[name] = st
+        if stat.S_ISREG(st.st_mode) and (st.st_size, st.st_mtime_ns) != (was.st_size, was.st_mtime_ns):
+            tally.files += 1
+            tally.written += st.st_size
+        elif stat.S_ISLNK(st.st_mode) and (live / name).readlink() != (old / name).readlink():
+            tally.files += 1
+    return kept
 
 
 def _count_new(path: Path, st: os.stat_result, tally: Changes) -> None:
@@ -206,3 +224,31 @@ def _metadata(path: Path, was: os.stat_result) -> None:
     if not stat.S_ISLNK(was.st_mode):
         path.chmod(stat.S_IMODE(was.st_mode))
     os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns), follow_symlinks=False)
+
+
+# image (without registry, tag) -> why its older version cannot run on the newer one's data; an image not
+# named here is taken to read its data the same in both versions (docs/upgrades.md, --keep-data)
+NO_KEEP_DATA = {
+    "nextcloud": "Nextcloud refuses to start on data of a newer version (downgrading is not supported)",
+    "gitea": "Gitea refuses a database a newer version migrated",
+    "jenkins": "Jenkins may not read plugin and job files a newer version wrote",
+    "plex": "Plex's databases are migrated by a newer version and not migrated back",
+    "grafana": "Grafana's database is migrated by a newer version",
+    "redis": "an older Redis cannot load a newer RDB format",
+}
+
+
+def keeps_data(record: Record) -> None:
+    """Refuse --keep-data where an older image cannot run on its newer version's data; Postgres only within
+    a major version (an older major refuses the data directory)."""
+    for change in record.changes:
+        name = change.old.rpartition("/")[2].partition(":")[0].partition("@")[0]
+        why = NO_KEEP_DATA.get(name)
+        if name == "postgres" and _major(change.old) != _major(change.new):
+            why = "PostgreSQL refuses a data directory of another major version"
+        if why:
+            raise UpgradeRefused(f"{record.stack}: --keep-data is not possible for {change.service}: {why}")
+
+
+def _major(image: str) -> str:
+    return image.rpartition(":")[2].partition(".")[0].partition("-")[0]

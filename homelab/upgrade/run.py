@@ -165,13 +165,13 @@ def journal_first(
     timeout: float,
     progress: Callable[[str], None],
     dry_run: bool,
-    stacks: list[str] | None = None,
+    only: list[str] | None = None,
 ) -> dict[str, bytes]:
     """What `up` does before rendering: finish or undo the upgrades and rollbacks a killed `homelab` left in
     the journal of the stacks it brings up (all when none are named; not on a dry run), then read the
     compose files a rollback would return to."""
     if not dry_run:
-        recover(out, docker, ZfsCli(), timeout=timeout, progress=progress, stacks=stacks)
+        recover(out, docker, ZfsCli(), timeout=timeout, progress=progress, stacks=only)
     return read_composes(out)
 
 

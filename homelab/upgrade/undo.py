@@ -37,7 +37,7 @@ from homelab.upgrade.journal import (
     list_records,
     process_started,
 )
-from homelab.upgrade.restore import changes, measure, put_back, safety_name
+from homelab.upgrade.restore import changes, keeps_data, measure, put_back, safety_name
 
 KEEP = 3  # upgrade snapshots kept per stack; older ones are destroyed after a successful upgrade
 LOG_LINES = 200  # of each failed container's output, kept in the record
@@ -266,7 +266,7 @@ def _data_step(record: Record, out: Path, docker: Engine, zfs: Zfs, progress: Ca
         found = [changes(zfs, name, snapshot, base) for name in record.datasets]
         changed = [c for c in found if c.any]
         if changed:
-            record.safety = record.safety or safety_name(record.stack)
+            record.safety = record.safety or _unused(zfs, record, safety_name(record.stack))
             record.save(out)
             for c in changed:
                 if record.safety not in zfs.snapshots(c.dataset):
@@ -291,6 +291,16 @@ def _data_step(record: Record, out: Path, docker: Engine, zfs: Zfs, progress: Ca
         put_back(zfs, c.dataset, snapshot, base)
     record.data_restored = True
     record.save(out)
+
+
+def _unused(zfs: Zfs, record: Record, name: str) -> str:
+    """`name`, or `name-N` when a rollback of the same second took it (each must keep its own state)."""
+    taken = {s for d in record.datasets for s in zfs.snapshots(d)}
+    unique, n = name, 0
+    while unique in taken:
+        n += 1
+        unique = f"{name}-{n}"
+    return unique
 
 
 def rollback_wait(compose: bytes, timeout: float) -> float:
@@ -357,34 +367,6 @@ def rollback(
         restore(record, out, docker, zfs, timeout, progress, decide=decide, keep_data=keep_data)
     record.step(out, "rolled-back")
     return record
-
-
-# image (without registry, tag) -> why its older version cannot run on the newer one's data; an image not
-# named here is taken to read its data the same in both versions (docs/upgrades.md, --keep-data)
-NO_KEEP_DATA = {
-    "nextcloud": "Nextcloud refuses to start on data of a newer version (downgrading is not supported)",
-    "gitea": "Gitea refuses a database a newer version migrated",
-    "jenkins": "Jenkins may not read plugin and job files a newer version wrote",
-    "plex": "Plex's databases are migrated by a newer version and not migrated back",
-    "grafana": "Grafana's database is migrated by a newer version",
-    "redis": "an older Redis cannot load a newer RDB format",
-}
-
-
-def keeps_data(record: Record) -> None:
-    """Refuse --keep-data where an older image cannot run on its newer version's data; Postgres only within
-    a major version (an older major refuses the data directory)."""
-    for change in record.changes:
-        name = change.old.rpartition("/")[2].partition(":")[0].partition("@")[0]
-        why = NO_KEEP_DATA.get(name)
-        if name == "postgres" and _major(change.old) != _major(change.new):
-            why = "PostgreSQL refuses a data directory of another major version"
-        if why:
-            raise UpgradeRefused(f"{record.stack}: --keep-data is not possible for {change.service}: {why}")
-
-
-def _major(image: str) -> str:
-    return image.rpartition(":")[2].partition(".")[0].partition("-")[0]
 
 
 def prune(out: Path, zfs: Zfs, stack: str, progress: Callable[[str], None]) -> None:

@@ -2,9 +2,9 @@
 and (for the ones about writes) real PostgreSQL beside the app's files.
 
 The app is test_upgrade's stand-in (v1 writes `format-1` into /data/db, v2-* rewrite it), with a few more
-versions built here: `slow` (v1 whose healthcheck passes 9 s after it starts; start_period 60 s) and
-`g3`..`g6` (good versions rewriting the first line to `format-N`). The Postgres service and its stand-in
-are test_upgrade_dump's.
+versions built here: `slow` (v1 whose healthcheck, once /data/slow exists, passes 9 s after it starts;
+start_period 60 s), `crash` (exits 3 at once) and `g3`..`g6` (good versions rewriting the first line to
+`format-N`). The Postgres service and its stand-in are test_upgrade_dump's.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import standins
 from test_upgrade import REPO, RUN, STACK, Box, box, versions  # noqa: F401 - fixtures
 from test_upgrade_dump import PgBox, pgbox, postgres  # noqa: F401 - fixtures
 
-from homelab.upgrade import undo as upgrade_undo
-from homelab.upgrade import journal as upgrade_journal
 from homelab.backup import Context, context, run_backup
 from homelab.backup.zfs import Snapshots
 from homelab.config.loader import load
 from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.runtime.zfs import ZfsCli
+from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import undo as upgrade_undo
 from tests.backup.conftest import KEY
 from tests.fakes.rclone import FakeRclone
 from tests.storage.zfs import make_pool, write_config, zfs_daemon  # noqa: F401 - fixtures
@@ -42,8 +42,10 @@ HERE = Path(__file__).resolve().parent
 MORE = {
     "slow": (
         "[ -f /data/db ] || printf 'format-1\\nrecord a\\n' > /data/db\ndate +%s > /tmp/started\n",
-        'grep -q "^format-1" /data/db && [ $(( $(date +%s) - $(cat /tmp/started) )) -ge 9 ]',
+        'grep -q "^format-1" /data/db && '
+        "{ [ ! -f /data/slow ] || [ $(( $(date +%s) - $(cat /tmp/started) )) -ge 9 ]; }",
     ),
+    "crash": ("echo 'FATAL: cannot read /data/db as format-1' >&2\nexit 3\n", "exit 1"),
     **{
         f"g{n}": (f"sed -i 's/^format-[0-9]*/format-{n}/' /data/db\n", f"grep -q '^format-{n}' /data/db")
         for n in range(3, 7)
@@ -103,6 +105,7 @@ def test_a_rollback_waits_for_the_previous_versions_start_and_a_later_write_surv
 ) -> None:
     pgbox.start_periods["slow"] = "60s"
     _start(pgbox, "slow")
+    (pgbox.data / "slow").touch()  # from its next start on (the snapshot holds it: the rollback's start)
     # the upgrade's --timeout (6 s) is shorter than the previous version's start (9 s): the rollback waits
     # as long as that version's healthcheck allows (start_period), not the upgrade's timeout
     with pytest.raises((HomelabError, TimeoutError)) as caught:
@@ -298,3 +301,16 @@ def test_a_backup_started_during_the_health_wait_waits_for_the_automatic_rollbac
     assert backup, said  # it ran once the rollback was done
     (record,) = upgrade_journal.list_records(box.out)
     assert record.state == "rolled-back" and rolled_back > float(said[0].split()[-1])
+
+
+# (smaller) -------------------------------------------------------------------------------------------------
+
+
+def test_a_version_that_exits_at_once_is_reported_with_its_exit_code_and_last_lines(
+    more: dict[str, str], box: Box
+) -> None:
+    box.up("v1")
+    with pytest.raises(upgrade_journal.RolledBack) as caught:
+        box.up("crash")
+    assert "app exited with exit code 3; last output: FATAL: cannot read /data/db as format-1" in str(caught.value)
+    assert _healthy(box, "v1")

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from homelab.upgrade.journal import ImageChange, Record
 from homelab.upgrade.restore import Changes, _sync
+from typer import testing as typer_testing
 from typer.testing import CliRunner
 
+from homelab.upgrade import restore as upgrade_restore
 from homelab.upgrade import undo as upgrade_undo
 from homelab.upgrade import journal as upgrade_journal
 from homelab.backup import run_backup
@@ -109,10 +111,10 @@ def test_keep_data_is_refused_where_the_older_version_cannot_read_the_newer_data
 ) -> None:
     record = Record("s", "t", [], [ImageChange("svc", old, new)])
     if refused is None:
-        upgrade_undo.keeps_data(record)
+        upgrade_restore.keeps_data(record)
     else:
         with pytest.raises(upgrade_journal.UpgradeRefused, match=refused):
-            upgrade_undo.keeps_data(record)
+            upgrade_restore.keeps_data(record)
 
 
 def _run(deployment: Deployment, *args: str):  # type: ignore[no-untyped-def]
@@ -146,6 +148,27 @@ def test_rollback_asks_before_discarding_writes_and_keep_data_discards_nothing(
     assert f"safety snapshot @{record.safety}" in done.output
     assert record.safety in zfs.snapshots(datasets[0])
     assert zfs.snapshot_dir(datasets[0], record.safety).joinpath("written-by-v2").read_bytes() == b"12345"
+
+
+def test_rollback_on_a_terminal_shows_what_it_would_discard_and_asks(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docker, zfs, datasets = _setup(deployment)
+    _up(deployment, docker, zfs)
+    monkeypatch.setattr(docker_module, "Docker", lambda: docker)
+    monkeypatch.setattr(zfs_module, "ZfsCli", lambda: zfs)
+    (Path(zfs.get(datasets[0], "mountpoint")) / "upload").write_bytes(b"abc")
+    monkeypatch.setattr(typer_testing._NamedTextIOWrapper, "isatty", lambda _self: True)  # the runner's stdin
+    no = runner.invoke(
+        app, ["rollback", "dev", "--config", str(deployment.config), "--out", str(deployment.out)], input="n\n"
+    )
+    assert no.exit_code == 5 and f"{datasets[0]}: 3 bytes in 1 files written" in no.output, no.output
+    assert "roll back anyway (a safety snapshot keeps it)?" in no.output
+    yes = runner.invoke(
+        app, ["rollback", "dev", "--config", str(deployment.config), "--out", str(deployment.out)], input="y\n"
+    )
+    assert yes.exit_code == 0, yes.output
+    assert upgrade_journal.list_records(deployment.out)[0].state == "rolled-back"
 
 
 def test_status_exits_1_while_a_rollback_is_unfinished_and_other_stacks_still_come_up(

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from homelab import apply
+from homelab.layout import project_name
+from homelab.upgrade import journal as upgrade_journal
 from homelab.upgrade import run as upgrade
 from homelab.upgrade import undo as upgrade_undo
-from homelab.upgrade import journal as upgrade_journal
-from homelab.layout import project_name
 from tests.backup.fast import ContentZfs
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
