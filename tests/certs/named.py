@@ -1,6 +1,7 @@
-"""BIND's named from Debian on 127.0.0.1: authoritative for one zone, taking RFC 2136 updates signed with
-a TSIG key, limited (update-policy) to TXT records inside the zone - what a user would set up for the
-DNS-01 challenge. Used by the DNS-01 tests of both edges and the preflight's TXT round trip."""
+"""BIND's named from Debian on 127.0.0.1: authoritative for a zone (or a few), taking RFC 2136 updates signed
+with a TSIG key that may write only TXT records at `_acme-challenge` names (update-policy `name` rules, one
+a name: BIND has no "any _acme-challenge name") - the least privilege a careful admin gives an ACME client.
+Used by the DNS-01 tests of both edges and by `homelab certs check`'s tests."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from tests.conftest import write_secret
 from tests.contract.edge_support import free_port, running
 
 KEY_NAME = "homelab-acme"
+# the example's apps, and `home` for a domain one label below the zone's apex
+HOSTS = ("", "plex", "cloud", "git", "ci", "rstudio", "grafana", "home")
 ALGORITHM = "hmac-sha256"
 START_SECONDS = 30.0
 
@@ -48,10 +51,15 @@ def named(
     zone: str = "example.com",
     addresses: dict[str, str] | None = None,
     records: tuple[str, ...] = (),
+    *,
+    more_zones: tuple[str, ...] = (),
+    grants: tuple[str, ...] | None = None,
+    algorithm: str = ALGORITHM,
 ) -> Iterator[Named]:
-    """named for `zone` on a free 127.0.0.1 port (UDP and TCP); `addresses` are A records (relative
-    names, "@" for the apex), by default the apex and every name under it at 127.0.0.1; `records` are
-    more zone-file lines."""
+    """named for `zone` (and `more_zones`, alike) on a free 127.0.0.1 port (UDP and TCP); `addresses` are
+    A records (relative names, "@" for the apex), by default the apex and every name under it at
+    127.0.0.1; `records` are more zone-file lines. The key may write TXT at `grants` (absolute names), by
+    default at `_acme-challenge.<host>.<zone>` for every HOSTS entry of every zone."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     secret = tsig_secret()
@@ -65,7 +73,20 @@ def named(
         *[f"{name} IN A {address}" for name, address in (addresses or default).items()],
         *records,
     ]
-    (folder / f"{zone}.zone").write_text("\n".join(zone_text) + "\n")
+    zones = (zone, *more_zones)
+    if grants is None:
+        grants = tuple(f"_acme-challenge.{h}.{z}".replace("..", ".") for z in zones for h in HOSTS)
+    for each in zones:
+        text = "\n".join(zone_text) + "\n"
+        (folder / f"{each}.zone").write_text(text.replace(f"{zone}.", f"{each}."))
+    zone_blocks = ""
+    for each in zones:
+        # an update-policy needs a rule: a zone none of `grants` is in gets one that matches nothing
+        rules = [f"grant {KEY_NAME} name {g}. TXT;" for g in grants if g == each or g.endswith(f".{each}")]
+        policy = " ".join(rules) or f"deny {KEY_NAME} name nothing.{each}. ANY;"
+        zone_blocks += (
+            f'zone "{each}" {{ type primary; file "{folder}/{each}.zone"; update-policy {{ {policy} }}; }};\n'
+        )
     (folder / "named.conf").write_text(
         f"""options {{
     directory "{folder}";
@@ -77,13 +98,8 @@ def named(
     recursion no;
     dnssec-validation no;
 }};
-key "{KEY_NAME}" {{ algorithm {ALGORITHM}; secret "{secret}"; }};
-zone "{zone}" {{
-    type primary;
-    file "{folder}/{zone}.zone";
-    update-policy {{ grant {KEY_NAME} zonesub TXT; }};
-}};
-"""
+key "{KEY_NAME}" {{ algorithm {algorithm}; secret "{secret}"; }};
+{zone_blocks}"""
     )
     log = folder / "named.log"
     argv = [program, "-g", "-4", "-c", str(folder / "named.conf")]
