@@ -137,6 +137,7 @@ def dns01_config(
     staging_ca_server: str | None = None,
     domain: str = "example.com",
     rfc2136: dict[str, object] | None = None,
+    ca_bundle: Path | None = None,
 ) -> Path:
     """The bundled example on the DNS-01 challenge through RFC 2136 (tests/certs/named.py's key) at
     127.0.0.1:server_port, its TSIG secret in secrets/tsig (0600); `rfc2136` overrides that section's keys."""
@@ -163,6 +164,8 @@ def dns01_config(
         acme["ca_server"] = ca_server
     if staging_ca_server:
         acme["staging_ca_server"] = staging_ca_server
+    if ca_bundle:
+        acme["ca_bundle"] = str(ca_bundle)
     (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     for name in EXAMPLE_SECRETS:
         write_secret(folder / "secrets" / name, f"example-{name}-value")
