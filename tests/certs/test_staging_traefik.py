@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -36,14 +35,13 @@ from homelab.render.edge_traefik import (
     STAGING_RESOLVER,
     dynamic_config,
     rfc2136_env,
-    route_labels,
     static_config,
 )
 from tests.certs.conftest import dns01_config
+from tests.certs.edges_native import traefik_routes as routes
 from tests.certs.named import Named, named
 from tests.certs.pebbles import Ca, staging_and_production
 from tests.contract.edge_support import (
-    labels_to_dynamic,
     running,
     served_certificate,
     traefik_static_for_test,
@@ -59,22 +57,6 @@ WILDCARD = frozenset({"example.com", "*.example.com"})
 def server(tmp_path: Path, require_program: Callable[[str], str]) -> Iterator[Named]:
     with named(require_program("named"), tmp_path / "named") as running_named:
         yield running_named
-
-
-def routes(plan: Plan) -> dict[str, Any]:
-    """The rendered router labels as file-provider config; tls.domains (the wildcard) added by hand,
-    labels_to_dynamic does not translate list labels."""
-    labels: dict[str, str] = {}
-    for route in plan.routes:
-        labels.update(route_labels(plan, route))
-    domains = {k: v for k, v in labels.items() if ".tls.domains[0]." in k}
-    backends = {r.app: "http://127.0.0.1:9" for r in plan.routes}  # never reached
-    dynamic = labels_to_dynamic({k: v for k, v in labels.items() if k not in domains}, backends)
-    for key, value in domains.items():
-        router = dynamic["http"]["routers"][key.split(".")[3]]
-        domain = router["tls"].setdefault("domains", [{}])[0]
-        domain["main" if key.endswith(".main") else "sans"] = value if key.endswith(".main") else [value]
-    return dynamic
 
 
 class Edge:
