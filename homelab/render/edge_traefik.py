@@ -59,6 +59,8 @@ def rfc2136_env(rfc2136: Rfc2136) -> dict[str, str]:
         # lego solves a wildcard and its domain (one TXT name) one after the other, by default 60 s
         # apart; each value is added beside the other and removed alone, so a second is enough
         "RFC2136_SEQUENCE_INTERVAL": "1",
+        # it asks the server it updated (dnsChallenge.resolvers): each second, not every 2 s
+        "RFC2136_POLLING_INTERVAL": "1",
     }
 
 

@@ -39,7 +39,7 @@ def test_lego_polls_the_rfc2136_server(tmp_path: Path) -> None:
             "propagation": {"disableANSChecks": True, "delayBeforeChecks": "0s"},
         }
     environment = _compose(tmp_path / "homelab.yaml")["traefik"]["environment"]
-    assert environment["RFC2136_SEQUENCE_INTERVAL"] == "1"
+    assert (environment["RFC2136_SEQUENCE_INTERVAL"], environment["RFC2136_POLLING_INTERVAL"]) == ("1", "1")
 
 
 def test_propagation_seconds_reach_both_edges(tmp_path: Path) -> None:
