@@ -25,8 +25,9 @@ import dns.update
 
 from homelab.config.dns01 import Rfc2136
 from homelab.doctor import Check
+from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan import Plan
-from homelab.render.edge_traefik import name_sets
+from homelab.render.edge_traefik import TSIG_SECRET, name_sets
 
 DNS_CHECK = "DNS credentials"
 CHALLENGE_LABEL = "_acme-challenge"
@@ -46,12 +47,12 @@ def policy_line(key: str, name: str) -> str:
     return f"grant {key} name {name}. TXT;"
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """An answer that ends one name's round trip; the message says what to change."""
 
 
 @dataclass(frozen=True)
-class _Server:
+class Server:
     rfc2136: Rfc2136
     keyring: dict[dns.name.Name, dns.tsig.Key]
     secret_file: str
@@ -64,50 +65,64 @@ class _Server:
         # TCP: a closed port answers at once (UDP would wait out the timeout), and updates are small anyway
         return dns.query.tcp(message, self.rfc2136.server, timeout=timeout or self.timeout, port=self.rfc2136.port)
 
-    def update(self, zone: dns.name.Name, name: str, token: str, *, add: bool) -> str:
+    def update(self, zone: dns.name.Name, name: str, token: str | None, *, add: bool = False) -> str:
+        """Add TXT `token` at `name`, or delete it (every TXT record there when `token` is None)."""
         algorithm = dns.name.from_text(self.rfc2136.tsig_algorithm)
         message = dns.update.UpdateMessage(zone, keyring=self.keyring, keyalgorithm=algorithm)
         if add:
             message.add(f"{name}.", 60, "TXT", token)
+        elif token is None:
+            message.delete(f"{name}.", "TXT")
         else:  # only this value: a real challenge the edge is answering right now stays
             message.delete(f"{name}.", "TXT", token)
         return dns.rcode.to_text(self.ask(message).rcode())
 
+    def txt(self, name: str) -> list[str]:
+        answer = self.ask(dns.message.make_query(name, "TXT"))
+        return [r.to_text() for rrset in answer.answer if rrset.rdtype == dns.rdatatype.TXT for r in rrset]
 
-def check(plan: Plan, rfc2136: Rfc2136, secret_file: str, timeout: float) -> Iterator[Check]:
+
+def connect(plan: Plan, rfc2136: Rfc2136, timeout: float) -> Server | Check:
+    """The configured RFC 2136 server, once it answered a query within DOWN_BUDGET s; else the finding."""
+    secret_file = plan.secrets[secret_name(EDGE_STACK, TSIG_SECRET)].source or ""
     keyring = _tsig_keyring(rfc2136.tsig_key, secret_file)
     if isinstance(keyring, Check):
-        yield keyring
-        return
-    server = _Server(rfc2136, keyring, secret_file, timeout)
+        return keyring
+    server = Server(rfc2136, keyring, secret_file, timeout)
     started = time.monotonic()
     try:
         server.ask(dns.message.make_query(plan.config.domain.name, "SOA"), timeout=min(timeout, DOWN_BUDGET))
     except (dns.exception.DNSException, OSError) as exc:
         took = time.monotonic() - started
-        yield Check(
+        return Check(
             "fail",
             DNS_CHECK,
-            f"{server} does not answer ({_reason(exc)}, {took:.1f} s): is the DNS server running, and are "
+            f"{server} does not answer ({reason(exc)}, {took:.1f} s): is the DNS server running, and are "
             "domain.acme.rfc2136.server and port its address?",
         )
+    return server
+
+
+def check(plan: Plan, rfc2136: Rfc2136, timeout: float) -> Iterator[Check]:
+    server = connect(plan, rfc2136, timeout)
+    if isinstance(server, Check):
+        yield server
         return
     for name in challenge_names(plan):
         yield _round_trip(server, name)
 
 
-def _round_trip(server: _Server, name: str) -> Check:
+def _round_trip(server: Server, name: str) -> Check:
     rfc2136 = server.rfc2136
     token = f'"{secrets.token_hex(8)}"'
     try:
         zone = find_zone(server, name)
         added = server.update(zone, name, token, add=True)
         if added != "NOERROR":
-            raise _Refused(_refusal(server, name, zone, added))
-        answer = server.ask(dns.message.make_query(name, "TXT"))
-        found = [r.to_text() for rrset in answer.answer if rrset.rdtype == dns.rdatatype.TXT for r in rrset]
+            raise Refused(_refusal(server, name, zone, added))
+        found = server.txt(name)
         deleted = server.update(zone, name, token, add=False)
-    except _Refused as exc:
+    except Refused as exc:
         return Check("fail", name, str(exc))
     except dns.tsig.PeerBadTime:
         return Check(
@@ -132,7 +147,7 @@ def _round_trip(server: _Server, name: str) -> Check:
             f"in {server.secret_file} is not the server's secret for it",
         )
     except (dns.exception.DNSException, OSError) as exc:
-        return Check("fail", name, f"no answer from {server} ({_reason(exc)}): is the server overloaded?")
+        return Check("fail", name, f"no answer from {server} ({reason(exc)}): is the server overloaded?")
     if token not in found:
         return Check("fail", name, f"{server} accepted TXT {name} but does not answer it: is it the zone's primary?")
     if deleted != "NOERROR":
@@ -141,7 +156,7 @@ def _round_trip(server: _Server, name: str) -> Check:
     return Check("ok", name, f"TXT added, read back and deleted in {where} with key {rfc2136.tsig_key}")
 
 
-def find_zone(server: _Server, name: str) -> dns.name.Name:
+def find_zone(server: Server, name: str) -> dns.name.Name:
     """The zone holding `name` as lego's FindZoneByFqdn finds it: ask SOA of the name, then of each parent,
     until an answer holds a SOA record; NXDOMAIN and empty answers climb, any other answer stops."""
     node = dns.name.from_text(name)
@@ -149,17 +164,17 @@ def find_zone(server: _Server, name: str) -> dns.name.Name:
         answer = server.ask(dns.message.make_query(node, "SOA"))
         rcode = dns.rcode.to_text(answer.rcode())
         if rcode not in ("NOERROR", "NXDOMAIN"):
-            raise _Refused(
+            raise Refused(
                 f"{server} answered {rcode} for SOA {node.to_text(omit_final_dot=True)}: it serves no zone holding "
                 f"{name}; point domain.acme.rfc2136.server at the primary of the zone holding it"
             )
         if any(rrset.rdtype == dns.rdatatype.SOA and rrset.name == node for rrset in answer.answer):
             return node
         node = node.parent()
-    raise _Refused(f"{server} serves no zone holding {name}: point domain.acme.rfc2136.server at that zone's primary")
+    raise Refused(f"{server} serves no zone holding {name}: point domain.acme.rfc2136.server at that zone's primary")
 
 
-def _refusal(server: _Server, name: str, zone: dns.name.Name, rcode: str) -> str:
+def _refusal(server: Server, name: str, zone: dns.name.Name, rcode: str) -> str:
     key = server.rfc2136.tsig_key
     where = f"{server} answered {rcode} to adding TXT {name} in zone {zone.to_text(omit_final_dot=True)}"
     if rcode == "REFUSED":
@@ -172,7 +187,7 @@ def _refusal(server: _Server, name: str, zone: dns.name.Name, rcode: str) -> str
     return f"{where}: see the DNS server's log"
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     if isinstance(exc, dns.exception.Timeout):
         return "timed out"
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

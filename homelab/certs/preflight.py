@@ -34,7 +34,7 @@ from homelab.config.dns01 import Httpreq
 from homelab.doctor import Check
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan import Plan
-from homelab.render.edge_traefik import HTTPREQ_SECRETS, TSIG_SECRET, ca_server, httpreq_credentials, name_sets
+from homelab.render.edge_traefik import HTTPREQ_SECRETS, ca_server, httpreq_credentials, name_sets
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
 CHALLENGE_PORT = {"http": 80, "tls": 443}
@@ -199,8 +199,7 @@ def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
     if acme.rfc2136 is None:
         yield Check("ok", DNS_CHECK, f"dns-01 through {acme.dns_provider}: not checked (rfc2136 and httpreq only)")
         return
-    secret_file = plan.secrets[secret_name(EDGE_STACK, TSIG_SECRET)].source or ""
-    yield from dns_update.check(plan, acme.rfc2136, secret_file, timeout)
+    yield from dns_update.check(plan, acme.rfc2136, timeout)
 
 
 def _httpreq_round_trip(plan: Plan, httpreq: Httpreq, timeout: float) -> Check:

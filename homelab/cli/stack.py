@@ -63,7 +63,7 @@ def up(
 ) -> None:
     """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
     from homelab import apply, drift
-    from homelab.certs import guard
+    from homelab.certs import challenges, guard
     from homelab.cli.report import print_report
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
@@ -73,6 +73,8 @@ def up(
     loaded, plan, out = _load(config, out, local)
     docker = _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)
     guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
+    for line in challenges.before_up(plan or build_plan(loaded), docker, dry_run=dry_run):
+        typer.echo(line)
     stacks_dir = (out or default_out(loaded)).resolve()
     previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run)
     result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)

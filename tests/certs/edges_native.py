@@ -75,8 +75,9 @@ def _wait(found: Any, process: Any, log: Path, timeout: float) -> tuple[frozense
     raise AssertionError(f"no certificate within {timeout} s\n{log.read_text(errors='replace')[-4000:]}")
 
 
-def traefik_issues(config: Path, traefik: str, work: Path, timeout: float) -> Issuance:
-    """Traefik as rendered until its store holds a certificate (or `timeout`)."""
+@contextlib.contextmanager
+def traefik_running(config: Path, traefik: str, work: Path) -> Iterator[tuple[Any, Path, Path]]:
+    """Traefik as rendered: yields (process, its log, its acme.json)."""
     plan = build_plan(load(config))
     work.mkdir(parents=True)
     (work / "dynamic").mkdir()
@@ -89,17 +90,22 @@ def traefik_issues(config: Path, traefik: str, work: Path, timeout: float) -> Is
     (work / "dynamic" / "routes.yml").write_text(yaml.safe_dump(traefik_routes(plan)))
     env = native_environment(config, "traefik")
     argv = ["/usr/bin/env", *[f"{k}={v}" for k, v in env.items()], traefik, f"--configFile={work / 'traefik.yml'}"]
-
-    def found() -> frozenset[str]:
-        try:
-            held = [c.names for certs in read_resolvers(work / "acme.json").values() for c in certs]
-        except UnreadableStore:
-            return frozenset()  # not written yet, or being written
-        return held[0] if held else frozenset()
-
     log = work / "traefik.log"
     with running(argv, log, work) as process:
-        names, seconds = _wait(found, process, log, timeout)
+        yield process, log, work / "acme.json"
+
+
+def traefik_held(acme: Path) -> list[frozenset[str]]:
+    try:
+        return [c.names for certs in read_resolvers(acme).values() for c in certs]
+    except UnreadableStore:
+        return []  # not written yet, or being written
+
+
+def traefik_issues(config: Path, traefik: str, work: Path, timeout: float) -> Issuance:
+    """Traefik as rendered until its store holds a certificate (or `timeout`)."""
+    with traefik_running(config, traefik, work) as (process, log, acme):
+        names, seconds = _wait(lambda: next(iter(traefik_held(acme)), frozenset()), process, log, timeout)
     return Issuance(log, names, seconds)
 
 

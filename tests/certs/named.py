@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import secrets
+import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dns.exception
@@ -34,6 +36,7 @@ class Named:
     secret: str  # base64
     secret_file: Path  # 0600
     log: Path
+    process: subprocess.Popen[bytes] = field(compare=False, repr=False)  # to stop it for an outage
 
     @property
     def address(self) -> str:
@@ -101,7 +104,23 @@ def named(
 key "{KEY_NAME}" {{ algorithm {algorithm}; secret "{secret}"; }};
 {zone_blocks}"""
     )
-    log = folder / "named.log"
+    with _serve(program, folder, port, zone) as process:
+        yield Named(port, zone, KEY_NAME, secret, secret_file, folder / "named.log", process)
+
+
+@contextlib.contextmanager
+def restarted(program: str, server: Named) -> Iterator[Named]:
+    """`server` started again after it stopped: the same zones (with the updates it took), port and key."""
+    folder = server.log.parent
+    with _serve(program, folder, server.port, server.zone, log_name="named-restarted.log") as process:
+        yield dataclasses.replace(server, process=process)
+
+
+@contextlib.contextmanager
+def _serve(
+    program: str, folder: Path, port: int, zone: str, log_name: str = "named.log"
+) -> Iterator[subprocess.Popen[bytes]]:
+    log = folder / log_name
     argv = [program, "-g", "-4", "-c", str(folder / "named.conf")]
     with running(argv, log, folder) as process:
         resolver = dns.resolver.Resolver(configure=False)
@@ -115,4 +134,4 @@ key "{KEY_NAME}" {{ algorithm {algorithm}; secret "{secret}"; }};
                 assert process.poll() is None, log.read_text()
                 assert time.monotonic() < deadline, f"named did not answer within {START_SECONDS} s\n{log.read_text()}"
                 time.sleep(0.05)
-        yield Named(port, zone, KEY_NAME, secret, secret_file, log)
+        yield process
