@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from homelab.certs import guard
@@ -46,6 +46,8 @@ def name_statuses(
     issued, unanswered = guard.split_orders(ledger)
     seen = {o.serial for o in issued}
     history = issued + [Order.of(c) for c in holdings.history if c.serial not in seen]
+    staging_first = staging_server(plan) is not None
+    default_challenge = CHALLENGE_NAMES[plan.config.domain.acme.challenge]
     rows = []
     for route in plan.routes:
         host = route.host
@@ -53,21 +55,14 @@ def name_statuses(
         pending = [o.at for o in unanswered if _serves(o.names, host)]
         orders = [o for o in history if _serves(o.names, host) and now - o.at < WEEK]
         failure = _failure(cert, (failures or {}).get(certificate_names(plan, host)))
-        problem = _problem(cert, expected, pending, now, staging_first=staging_server(plan) is not None)
-        rows.append(
-            NameStatus(
-                name=host,
-                issuer=cert.issuer if cert else "",
-                ca=cert.ca if cert else "",
-                expires=cert.not_after.isoformat() if cert else "",
-                days_left=(cert.not_after - now).days if cert else None,
-                challenge=(cert.challenge if cert and cert.challenge else "")
-                or CHALLENGE_NAMES[plan.config.domain.acme.challenge],
-                last_error=_failed(failure) if failure else problem,
-                orders_7d=len(orders) + len([t for t in pending if now - t < WEEK]),
-                next_try=failure.next_try if failure else "",
-            )
-        )
+        problem = _failed(failure) if failure else _problem(cert, expected, pending, now, staging_first=staging_first)
+        count = len(orders) + len([t for t in pending if now - t < WEEK])
+        row = NameStatus(host, "", "", "", None, default_challenge, problem, count, failure.next_try if failure else "")
+        if cert:
+            days = (cert.not_after - now).days
+            row = replace(row, issuer=cert.issuer, ca=cert.ca, expires=cert.not_after.isoformat(), days_left=days)
+            row = replace(row, challenge=cert.challenge or default_challenge)
+        rows.append(row)
     return rows
 
 
