@@ -1,11 +1,13 @@
 """The Traefik edge: it publishes 80/443 and every TCP route, and gets the DNS challenge's credentials
-as files (`<VARIABLE>_FILE`, which lego reads), never as values."""
+as files (`<VARIABLE>_FILE`, which lego reads), never as values; a private ACME CA's certificates
+(acme.ca_bundle) as a read-only file lego trusts (LEGO_CA_CERTIFICATES)."""
 
 from __future__ import annotations
 
 from homelab.apps import web_ports
 from homelab.plan_model import AppContext, Mount
 from homelab.render.edge_traefik import (
+    ACME_CA_BUNDLE,
     EXEC_PROGRAM,
     HTTPREQ_SECRETS,
     TSIG_SECRET,
@@ -30,6 +32,10 @@ def customize(ctx: AppContext) -> None:
         traefik.environment.update(httpreq_env(httpreq))
         for variable, relative in httpreq_credentials(httpreq).items():
             ctx.pass_user_secret(traefik, f"{variable}_FILE", HTTPREQ_SECRETS[variable], relative)
+    bundle = ctx.config.domain.acme.ca_bundle
+    if bundle:
+        traefik.mounts.append(Mount(str(ctx.secret_path(bundle)), ACME_CA_BUNDLE, read_only=True))
+        traefik.environment["LEGO_CA_CERTIFICATES"] = ACME_CA_BUNDLE
     program = ctx.config.domain.acme.exec
     if program:
         traefik.mounts.append(Mount(str(ctx.secret_path(program.program)), EXEC_PROGRAM, read_only=True))

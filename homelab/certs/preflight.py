@@ -5,7 +5,6 @@ server; the network probes take their address and ports as parameters for the sa
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import email.utils
 import errno
@@ -28,16 +27,18 @@ import dns.tsig
 import dns.tsigkeyring
 import dns.update
 
+from homelab.certs import dns_update
+from homelab.certs.dns_update import DNS_CHECK
 from homelab.certs.store import ca_kind_of_url
 from homelab.checks import Check
 from homelab.config.dns01 import Httpreq
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import HTTPREQ_SECRETS, TSIG_SECRET, ca_server, httpreq_credentials, name_sets
+from homelab.render.edge_traefik import HTTPREQ_SECRETS, ca_server, httpreq_credentials, name_sets
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
 CHALLENGE_PORT = {"http": 80, "tls": 443}
-PREFLIGHT_LABEL = "_homelab-preflight"  # the TXT record the DNS credentials check adds and deletes
+PREFLIGHT_LABEL = "_homelab-preflight"  # the name the httpreq check presents a TXT record at
 SKEW_WARN, SKEW_FAIL = 30, 300  # seconds
 
 
@@ -183,9 +184,6 @@ def _challenge(plan: Plan, address: str | None, probe: Probe) -> Iterator[Check]
         )
 
 
-DNS_CHECK = "DNS credentials"
-
-
 def _dns_credentials(plan: Plan, timeout: float) -> Iterator[Check]:
     httpreq = plan.config.domain.acme.httpreq
     if httpreq is None:
@@ -195,63 +193,13 @@ def _dns_credentials(plan: Plan, timeout: float) -> Iterator[Check]:
 
 
 def _dns_update(plan: Plan, timeout: float) -> Iterator[Check]:
-    """DNS-01 needs no inbound port but working DNS credentials: add a TXT record the way the edge's ACME
-    client will, read it back from the server, delete it."""
+    """DNS-01 needs no inbound port but working DNS credentials: do what the edge's ACME client will do
+    (homelab/certs/dns_update.py)."""
     acme = plan.config.domain.acme
-    rfc2136 = acme.rfc2136
-    if rfc2136 is None:
+    if acme.rfc2136 is None:
         yield Check("ok", DNS_CHECK, f"dns-01 through {acme.dns_provider}: not checked (rfc2136 and httpreq only)")
         return
-    server = f"{rfc2136.server}:{rfc2136.port}"
-    secret_file = plan.secrets[secret_name(EDGE_STACK, TSIG_SECRET)].source or ""
-    keyring = _tsig_keyring(rfc2136.tsig_key, secret_file)
-    if isinstance(keyring, Check):
-        yield keyring
-        return
-    zone = plan.config.domain.name
-    record, token = f"{PREFLIGHT_LABEL}.{zone}.", f'"{secrets.token_hex(8)}"'
-
-    def update(add: bool) -> str:
-        message = dns.update.UpdateMessage(
-            zone, keyring=keyring, keyalgorithm=dns.name.from_text(rfc2136.tsig_algorithm)
-        )
-        if add:
-            message.add(record, 60, "TXT", token)
-        else:
-            message.delete(record, "TXT")
-        answer = dns.query.tcp(message, rfc2136.server, timeout=timeout, port=rfc2136.port)
-        return dns.rcode.to_text(answer.rcode())
-
-    try:
-        added = update(add=True)
-        if added != "NOERROR":
-            yield Check("fail", DNS_CHECK, f"adding TXT {record} at {server} answered {added}: {_fix(added, zone)}")
-            return
-        at_server = Probe(nameserver=rfc2136.server, dns_port=rfc2136.port, timeout=timeout).resolver()
-        found = _lookup(at_server, record, "TXT") or []
-        deleted = update(add=False)
-    except dns.tsig.PeerBadTime:
-        yield Check("fail", DNS_CHECK, f"{server} rejected the TSIG signature's time: fix this box's or its clock")
-        return
-    except dns.tsig.PeerError as exc:
-        detail = (
-            f"the key name, secret ({secret_file}) and algorithm ({rfc2136.tsig_algorithm}) must match the server's key"
-        )
-        yield Check("fail", DNS_CHECK, f"{server} rejected key {rfc2136.tsig_key!r} ({exc}): {detail}")
-        return
-    except (dns.exception.DNSException, OSError) as exc:
-        yield Check("fail", DNS_CHECK, f"cannot update {zone} at {server} ({exc}): check rfc2136.server and port")
-        return
-    if token not in found:
-        yield Check(
-            "fail", DNS_CHECK, f"{server} accepted TXT {record} but does not answer it: is it the zone's primary?"
-        )
-    elif deleted != "NOERROR":
-        yield Check("warn", DNS_CHECK, f"TXT {record} added and read back, but deleting it answered {deleted}")
-    else:
-        yield Check(
-            "ok", DNS_CHECK, f"TXT {record} added, read back and deleted at {server} with key {rfc2136.tsig_key}"
-        )
+    yield from dns_update.check(plan, acme.rfc2136, timeout)
 
 
 def _httpreq_round_trip(plan: Plan, httpreq: Httpreq, timeout: float) -> Check:
@@ -285,26 +233,6 @@ def _httpreq_round_trip(plan: Plan, httpreq: Httpreq, timeout: float) -> Check:
     except (urllib.error.URLError, OSError) as exc:
         return Check("fail", DNS_CHECK, f"cannot reach {endpoint} ({exc}): check httpreq.endpoint")
     return Check("ok", DNS_CHECK, f"{endpoint} presented and cleaned up TXT {fqdn}")
-
-
-def _tsig_keyring(key: str, secret_file: str) -> dict[dns.name.Name, dns.tsig.Key] | Check:
-    try:
-        secret = Path(secret_file).read_text(encoding="utf-8").strip()
-        return dns.tsigkeyring.from_text({key: secret})
-    except OSError as exc:
-        return Check("fail", DNS_CHECK, f"{secret_file}: cannot read the TSIG secret ({exc.strerror})")
-    except (ValueError, binascii.Error):
-        return Check("fail", DNS_CHECK, f"{secret_file}: the TSIG secret is not base64 (copy it from the server's key)")
-
-
-def _fix(rcode: str, zone: str) -> str:
-    """What to change when the server answered an update with `rcode`."""
-    return {
-        "REFUSED": f"the server refuses updates of {zone} with this key: allow TXT updates for it "
-        "(BIND: update-policy { grant <key> zonesub TXT; })",
-        "NOTZONE": f"the server is not the primary for {zone}",
-        "NOTAUTH": "the server does not take this key for the zone: check the key and the zone's primary",
-    }.get(rcode, "see the DNS server's log")
 
 
 def reachable(address: str, port: int, listen_host: str, timeout: float) -> bool | None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from homelab.certs.attempts import traefik_failures
 from homelab.certs.ledger import Ledger, ledger_path, load_ledger
 from homelab.certs.store import Issued, read_resolvers
 from homelab.host import acme_json_path
@@ -73,14 +73,6 @@ def promote(plan: Plan, path: Path, now: datetime | None = None) -> list[frozens
     return ready
 
 
-# Traefik's log line for an order that failed, e.g. `ERR Unable to obtain ACME certificate for domains
-# error="..." ... domains=["example.com","*.example.com"] providerName=le-staging.acme routerName=...`
-# (seen from Traefik 3.7 in tests/certs/test_staging_traefik.py).
-_FAILED = re.compile(
-    r'Unable to obtain ACME certificate for domains error="(?P<error>(?:[^"\\]|\\.)*)".*?'
-    rf"domains=\[(?P<names>[^\]]*)\] providerName={re.escape(STAGING_RESOLVER)}\.acme"
-)
-_COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # Traefik colours its console log, TTY or not
 POLL_SECONDS = 2.0
 
 
@@ -95,11 +87,7 @@ class Outcome:
 
 def staging_failures(log: str) -> dict[frozenset[str], str]:
     """The staging orders Traefik's log says failed, with the CA's error (the last one per set)."""
-    failed = {}
-    for match in _FAILED.finditer(_COLOURS.sub("", log)):
-        names = frozenset(json.loads(f"[{match['names']}]"))
-        failed[names] = match["error"].replace('\\"', '"')
-    return failed
+    return {f.names: f.error for f in traefik_failures(log) if f.resolver == STAGING_RESOLVER}
 
 
 def await_staging(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from homelab import apply
-from homelab.certs import guard, staging
+from homelab.certs import attempts, guard, staging
 from homelab.config.loader import LoadedConfig
 from homelab.host import acme_json_path
 from homelab.layout import EDGE_STACK, project_name
@@ -18,16 +18,6 @@ from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.project import render_project
 from homelab.runtime.docker import Engine
-
-LOG_LINES = 2000  # Traefik's log since the edge started: a few lines per order
-
-
-def _edge_log(docker: Engine) -> Callable[[], str]:
-    def read() -> str:
-        edge = [c for c in docker.containers([project_name(EDGE_STACK)]) if c.service == "traefik"]
-        return "".join(docker.logs_tail(c.id, LOG_LINES) for c in edge)
-
-    return read
 
 
 def _label(names: frozenset[str]) -> str:
@@ -47,7 +37,7 @@ def after_up(
     acme = acme_json_path(plan)
     if plan.config.edge.kind != "traefik" or acme is None:
         return []
-    outcome = staging.await_staging(plan, _edge_log(docker), timeout)
+    outcome = staging.await_staging(plan, lambda: attempts.edge_log(plan, docker), timeout)
     lines = [
         f"certificates: staging refused {_label(n)}, production not asked: {error} (see `homelab certs check`)"
         for n, error in outcome.failed.items()

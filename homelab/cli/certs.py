@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from homelab.cli.errors import HandledGroup
 from homelab.cli.options import DEFAULT_CONFIG, ConfigOption
+
+if TYPE_CHECKING:
+    from homelab.plan_model import Plan
 
 certs_app = typer.Typer(
     cls=HandledGroup,
@@ -25,18 +28,20 @@ def certs(
     config: ConfigOption = DEFAULT_CONFIG,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per name, in a list.")] = False,
 ) -> None:
-    """Per served name: issuer (production/staging/test CA), expiry, challenge, last error, orders in 7 days."""
+    """Per served name: issuer (production/staging/test CA), expiry, challenge, last error (the edge's last
+    failed order, from its log), orders in 7 days, and when the edge tries again."""
     if ctx.invoked_subcommand is not None:
         return
     from homelab.certs.status import statuses
     from homelab.config.loader import load
     from homelab.plan import build_plan
 
-    rows = statuses(build_plan(load(config)))
+    plan = build_plan(load(config))
+    rows = statuses(plan, edge_log=_edge_log(plan))
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
         raise typer.Exit(1 if any(r.last_error for r in rows) else 0)
-    header = ("NAME", "ISSUER", "CA", "EXPIRES", "DAYS", "CHALLENGE", "ORDERS/7D", "LAST ERROR")
+    header = ("NAME", "ISSUER", "CA", "EXPIRES", "DAYS", "CHALLENGE", "ORDERS/7D", "LAST ERROR", "NEXT TRY")
     table = [header] + [
         (
             r.name,
@@ -47,6 +52,7 @@ def certs(
             r.challenge,
             str(r.orders_7d),
             r.last_error or "-",
+            r.next_try or "-",
         )
         for r in rows
     ]
@@ -54,6 +60,18 @@ def certs(
     for row in table:
         typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     raise typer.Exit(1 if any(r.last_error for r in rows) else 0)
+
+
+def _edge_log(plan: Plan) -> str:
+    """The edge's log, or "" when the engine cannot be asked (the store and the ledger still answer)."""
+    from homelab.certs.attempts import edge_log
+    from homelab.errors import HomelabError
+    from homelab.runtime.docker import Docker
+
+    try:
+        return edge_log(plan, Docker())
+    except HomelabError:
+        return ""
 
 
 @certs_app.command()

@@ -63,7 +63,6 @@ def up(
 ) -> None:
     """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
     from homelab import apply, drift
-    from homelab.certs import guard
     from homelab.cli.report import print_report
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
@@ -72,7 +71,7 @@ def up(
     began = time.monotonic()
     loaded, plan, out = _load(config, out, local)
     docker = _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)
-    guard.enforce(plan or build_plan(loaded), dry_run=dry_run)  # refuses before anything is written
+    _certs_first(plan or build_plan(loaded), docker, dry_run)
     stacks_dir = (out or default_out(loaded)).resolve()
     previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run, only=stacks)
     result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
@@ -106,6 +105,16 @@ def up(
     done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
     typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
     _finish(stacks, loaded, result, docker, timeout, progress, local)
+
+
+def _certs_first(plan: Plan, docker: Docker, dry_run: bool) -> None:
+    """Before anything is written: the rate-limit guard refuses what would go past a budget, and the
+    challenge records a failed order left in the DNS server are removed (homelab/certs/challenges.py)."""
+    from homelab.certs import challenges, guard
+
+    guard.enforce(plan, dry_run=dry_run)
+    for line in challenges.before_up(plan, docker, dry_run=dry_run):
+        typer.echo(line)
 
 
 def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Plan | None, Path | None]:

@@ -23,6 +23,14 @@ class Rfc2136(Model):
         "hmac-sha256", description="The TSIG key's algorithm."
     )
     tsig_secret_file: SecretFile = Field(description="File (0600) holding the key's base64 secret.")
+    propagation_seconds: int = Field(
+        0,
+        ge=0,
+        le=600,
+        description="Seconds to wait after the update before the CA may look. 0 when this server is the zone's "
+        "only public nameserver: Traefik then polls it for the record, certbot asks the CA at once. Raise it "
+        "when secondaries must catch up first (NOTIFY and a zone transfer, usually a few seconds).",
+    )
 
 
 # http:// is fine only where the Basic-auth password cannot cross the internet: a LAN address or name

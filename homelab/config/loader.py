@@ -178,6 +178,7 @@ def parse_model(path: Path, model: type[M], *, missing: str, empty: str | None =
 
 def load(path: Path | str) -> LoadedConfig:
     """Read, parse and validate a config file, then check cross-field rules and secret files."""
+    from homelab.config.cabundle import ca_bundle_problems
     from homelab.config.checks import cross_field_problems
     from homelab.config.secretfiles import secret_file_problems
 
@@ -191,7 +192,11 @@ def load(path: Path | str) -> LoadedConfig:
     loaded = LoadedConfig(config, path.resolve(), index)
     problems = [
         f"{path}:{_line_of(loc, index)}: {_dotted(loc)}: {message}"
-        for loc, message in (*cross_field_problems(config, index.__contains__), *secret_file_problems(loaded))
+        for loc, message in (
+            *cross_field_problems(config, index.__contains__),
+            *secret_file_problems(loaded),
+            *ca_bundle_problems(loaded),
+        )
     ]
     if problems:
         raise ConfigError(problems)

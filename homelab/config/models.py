@@ -73,6 +73,12 @@ class Acme(Model):
     ca_server: Url | None = Field(
         None, description="ACME directory URL overriding production/staging (e.g. a Pebble test CA)."
     )
+    ca_bundle: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM file (relative to homelab.yaml) of the CA certificates the edge trusts for the ACME "
+        "directory's HTTPS, when ca_server is a private CA (step-ca, a company CA); mounted read-only.",
+    )
     staging_first: bool = Field(
         True, description="Issue new names from the staging CA first, production once it did (docs/certificates.md)."
     )

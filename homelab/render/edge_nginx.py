@@ -28,9 +28,6 @@ FIRST_WAIT_SECONDS = 10
 # certbot-dns-rfc2136's INI (holds the TSIG secret): written by certbot.sh at start, outside the
 # certbot folder so it is in no dataset and no backup.
 RFC2136_CREDENTIALS = "/run/rfc2136.ini"
-# How long certbot waits after its TXT update before the CA looks: the server it updated may have
-# secondaries to notify.
-RFC2136_PROPAGATION_SECONDS = 30
 RELOAD_POLL_SECONDS = 5
 
 
@@ -48,7 +45,6 @@ def certbot_sh(
     first_wait: int = FIRST_WAIT_SECONDS,
     interval: str = "12h",
     credentials: str = RFC2136_CREDENTIALS,
-    propagation: int = RFC2136_PROPAGATION_SECONDS,
 ) -> str:
     """certbot's loop: placeholders, issuance (staging first), renewal, and the copy into `edge_dir` that
     NGINX serves. The folders and the waits are parameters so a test can run the script outside the
@@ -62,7 +58,6 @@ def certbot_sh(
         wildcard=plan.config.domain.wildcard,
         rfc2136=acme.rfc2136 if acme.challenge == "dns" else None,
         credentials=credentials,
-        propagation=propagation,
         email=acme.email,
         server=ca_server(plan),
         staging=staging_server(plan),

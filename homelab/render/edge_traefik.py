@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from homelab.config.dns01 import Httpreq, Rfc2136
+from homelab.config.models import Acme
 from homelab.layout import PROXY_NETWORK
 from homelab.plan_model import Plan, Route, TcpRoute
 from homelab.render import tls_policy
@@ -17,6 +18,8 @@ LETSENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
 LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
 PING_PORT = 8082
 TSIG_SECRET = "acme_rfc2136_tsig"  # noqa: S105 - a name, not a value; the edge's secret holding the RFC 2136 TSIG key (both edges)
+# where acme.ca_bundle is mounted (read-only, a file) in either edge's ACME client
+ACME_CA_BUNDLE = "/etc/ssl/homelab-acme-ca.pem"
 EXEC_PROGRAM = "/etc/traefik/acme-exec"  # where the exec provider's program is mounted (EXEC_PATH)
 # the edge's secrets holding the httpreq endpoint's Basic-auth credentials, by lego's variable for them
 HTTPREQ_SECRETS = {"HTTPREQ_USERNAME": "acme_httpreq_username", "HTTPREQ_PASSWORD": "acme_httpreq_password"}
@@ -43,13 +46,35 @@ def staging_server(plan: Plan) -> str | None:
     return LETSENCRYPT_STAGING if acme.ca_server is None else None
 
 
+def rfc2136_address(rfc2136: Rfc2136) -> str:
+    host = f"[{rfc2136.server}]" if ":" in rfc2136.server else rfc2136.server
+    return f"{host}:{rfc2136.port}"
+
+
 def rfc2136_env(rfc2136: Rfc2136) -> dict[str, str]:
     """lego's rfc2136 provider settings, but the secret (RFC2136_TSIG_SECRET_FILE, a file it reads)."""
-    host = f"[{rfc2136.server}]" if ":" in rfc2136.server else rfc2136.server
     return {
-        "RFC2136_NAMESERVER": f"{host}:{rfc2136.port}",
+        "RFC2136_NAMESERVER": rfc2136_address(rfc2136),
         "RFC2136_TSIG_KEY": rfc2136.tsig_key,
         "RFC2136_TSIG_ALGORITHM": f"{rfc2136.tsig_algorithm}.",  # lego wants the name as a DNS name
+        # lego solves a wildcard and its domain (one TXT name) one after the other, by default 60 s
+        # apart; each value is added beside the other and removed alone, so a second is enough
+        "RFC2136_SEQUENCE_INTERVAL": "1",
+        # it asks the server it updated (dnsChallenge.resolvers): each second, not every 2 s
+        "RFC2136_POLLING_INTERVAL": "1",
+    }
+
+
+def _dns_challenge(acme: Acme) -> dict[str, Any]:
+    if acme.rfc2136 is None:
+        return {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}
+    # lego finds the zone (SOA) and polls for the record through `resolvers`: the server it updates,
+    # not the system's resolver (which may not see a LAN server's zone, or caches the missing record);
+    # the authoritative check would ask the zone's NS names on port 53, which a LAN primary need not be
+    return {
+        "provider": "rfc2136",
+        "resolvers": [rfc2136_address(acme.rfc2136)],
+        "propagation": {"disableANSChecks": True, "delayBeforeChecks": f"{acme.rfc2136.propagation_seconds}s"},
     }
 
 
@@ -74,7 +99,7 @@ def _resolver(plan: Plan, ca: str) -> dict[str, Any]:
     elif acme.challenge == "tls":
         challenge = {"tlsChallenge": {}}
     else:
-        challenge = {"dnsChallenge": {"provider": acme.dns_provider, "propagation": {"delayBeforeChecks": "10s"}}}
+        challenge = {"dnsChallenge": _dns_challenge(acme)}
     # one store: acme.json keeps each resolver's account and certificates apart
     return {
         "acme": {

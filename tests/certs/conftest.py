@@ -136,9 +136,12 @@ def dns01_config(
     wildcard: bool = True,
     ca_server: str | None = None,
     staging_ca_server: str | None = None,
+    domain: str = "example.com",
+    rfc2136: dict[str, object] | None = None,
+    ca_bundle: Path | None = None,
 ) -> Path:
     """The bundled example on the DNS-01 challenge through RFC 2136 (tests/certs/named.py's key) at
-    127.0.0.1:server_port, its TSIG secret in secrets/tsig (0600)."""
+    127.0.0.1:server_port, its TSIG secret in secrets/tsig (0600); `rfc2136` overrides that section's keys."""
     from tests.certs.named import ALGORITHM, KEY_NAME
     from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, write_secret
 
@@ -147,6 +150,7 @@ def dns01_config(
     data["edge"]["kind"] = edge
     data["storage"]["mountpoint"] = str(folder / "tank")
     data["domain"]["wildcard"] = wildcard
+    data["domain"]["name"] = domain
     acme = data["domain"]["acme"]
     acme.update(challenge="dns", dns_provider="rfc2136")
     acme["rfc2136"] = {
@@ -155,11 +159,14 @@ def dns01_config(
         "tsig_key": KEY_NAME,
         "tsig_algorithm": ALGORITHM,
         "tsig_secret_file": "secrets/tsig",
+        **(rfc2136 or {}),
     }
     if ca_server:
         acme["ca_server"] = ca_server
     if staging_ca_server:
         acme["staging_ca_server"] = staging_ca_server
+    if ca_bundle:
+        acme["ca_bundle"] = str(ca_bundle)
     (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     for name in EXAMPLE_SECRETS:
         write_secret(folder / "secrets" / name, f"example-{name}-value")

@@ -33,9 +33,9 @@ from homelab.render import render_all
 from homelab.render.edge_traefik import EXEC_PROGRAM as EXEC_PATH
 from homelab.render.edge_traefik import RESOLVER, dynamic_config, static_config
 from homelab.secrets import user_secret_values
+from tests.certs.edges_native import traefik_routes as routes
 from tests.certs.httpreq import Endpoint, httpreq_config, httpreq_endpoint, provider_config
 from tests.certs.pebbles import Ca, one
-from tests.certs.test_staging_traefik import routes
 from tests.contract.edge_support import free_port, running, served_certificate, traefik_static_for_test, wait_until
 
 pytestmark = pytest.mark.real

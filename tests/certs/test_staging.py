@@ -127,11 +127,11 @@ def test_a_ledger_from_before_staging_first_loads(tmp_path: Path) -> None:
 
 def test_certbot_sh_staging_then_production_over_rfc2136(tmp_path: Path) -> None:
     script = edge_nginx.certbot_sh(_plan(tmp_path, edge="nginx"))
-    dry_run = script.index(f"certbot certonly --dry-run --server {LETSENCRYPT_STAGING}")
-    assert script.index(f"certbot certonly --server {LETSENCRYPT} ") > dry_run
+    dry_run = script.index(f'attempt "$name" certonly --dry-run --server {LETSENCRYPT_STAGING}')
+    assert script.index(f'attempt "$name" certonly --server {LETSENCRYPT} ') > dry_run
     assert 'issue "example.com" -d "example.com" -d "*.example.com"' in script
     assert "CREDENTIALS=/run/rfc2136.ini" in script
-    assert 'AUTH="--dns-rfc2136 --dns-rfc2136-credentials $CREDENTIALS --dns-rfc2136-propagation-seconds 30"' in script
+    assert 'AUTH="--dns-rfc2136 --dns-rfc2136-credentials $CREDENTIALS --dns-rfc2136-propagation-seconds 0"' in script
     assert '"$(cat "$RFC2136_TSIG_SECRET_FILE")"' in script and SECRET not in script
     assert "--webroot" not in script
     http = edge_nginx.certbot_sh(build_plan(load(_http_nginx(tmp_path))))

@@ -7,8 +7,8 @@ through RFC 2136, wildcard, Pebble x2 as staging and production) against a real 
    contacted: certbot holds no account there and production issued nothing.
 The TSIG secret is in no rendered file, no output and no certbot log; certbot's credentials INI is 0600.
 
-Changed for the test: certbot's folders and trust (a `certbot` wrapper on PATH), the INI's path, a 1 s
-propagation wait instead of 30, and the loop's waits.
+Changed for the test: certbot's folders and trust (a `certbot` wrapper on PATH), the INI's path and the
+loop's waits.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Loop:
         self.script.write_text(
             edge_nginx.certbot_sh(
                 self.plan, config_dir=str(self.le), edge_dir=str(self.edge_dir), first_wait=0, interval="3600",
-                credentials=str(self.credentials), propagation=1,
+                credentials=str(self.credentials),
             )
         )  # fmt: skip
         self.out = tmp_path / "certbot.out"

@@ -11,15 +11,14 @@ and production, a real BIND named taking the TXT updates.
 The TSIG secret reaches Traefik as a file (RFC2136_TSIG_SECRET_FILE), never in its config or log.
 
 Changed for the test: loopback entry points, the storage under tmp, the two Pebbles as CAs (trusted through
-LEGO_CA_CERTIFICATES), lego's DNS resolver set to named and its waits (before checking, between the
-apex's and the wildcard's TXT records) shortened, routes from the rendered labels through a file provider.
+LEGO_CA_CERTIFICATES), routes from the rendered labels through a file provider. The DNS challenge's
+settings (resolvers, propagation, the wait between the apex's and the wildcard's TXT records) as rendered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -37,14 +36,13 @@ from homelab.render.edge_traefik import (
     STAGING_RESOLVER,
     dynamic_config,
     rfc2136_env,
-    route_labels,
     static_config,
 )
 from tests.certs.conftest import dns01_config
+from tests.certs.edges_native import traefik_routes as routes
 from tests.certs.named import Named, named
 from tests.certs.pebbles import Ca, staging_and_production
 from tests.contract.edge_support import (
-    labels_to_dynamic,
     running,
     served_certificate,
     traefik_static_for_test,
@@ -60,22 +58,6 @@ WILDCARD = frozenset({"example.com", "*.example.com"})
 def server(tmp_path: Path, require_program: Callable[[str], str]) -> Iterator[Named]:
     with named(require_program("named"), tmp_path / "named") as running_named:
         yield running_named
-
-
-def routes(plan: Plan) -> dict[str, Any]:
-    """The rendered router labels as file-provider config; tls.domains (the wildcard) added by hand,
-    labels_to_dynamic does not translate list labels."""
-    labels: dict[str, str] = {}
-    for route in plan.routes:
-        labels.update(route_labels(plan, route))
-    domains = {k: v for k, v in labels.items() if ".tls.domains[0]." in k}
-    backends = {r.app: "http://127.0.0.1:9" for r in plan.routes}  # never reached
-    dynamic = labels_to_dynamic({k: v for k, v in labels.items() if k not in domains}, backends)
-    for key, value in domains.items():
-        router = dynamic["http"]["routers"][key.split(".")[3]]
-        domain = router["tls"].setdefault("domains", [{}])[0]
-        domain["main" if key.endswith(".main") else "sans"] = value if key.endswith(".main") else [value]
-    return dynamic
 
 
 class Edge:
@@ -101,8 +83,7 @@ class Edge:
         for resolver in resolvers.values():
             challenge = resolver["acme"]["dnsChallenge"]
             assert challenge["provider"] == "rfc2136"
-            challenge["resolvers"] = [server.address]
-            challenge["propagation"] = {"delayBeforeChecks": "0s", "disableANSChecks": True}
+            assert challenge["resolvers"] == [server.address]  # as rendered: lego asks named
         self.static = self.dir / "traefik.yml"
         self.static.write_text(yaml.safe_dump(static, sort_keys=False))
         rfc2136 = self.plan.config.domain.acme.rfc2136
@@ -111,8 +92,6 @@ class Edge:
             **rfc2136_env(rfc2136),
             "RFC2136_TSIG_SECRET_FILE": str(server.secret_file),
             "LEGO_CA_CERTIFICATES": f"{staging_ca.api_cert}:{production.api_cert}",
-            # lego solves the apex and the wildcard (one TXT name) one after the other, 60 s apart
-            "RFC2136_SEQUENCE_INTERVAL": "1",
         }
         self.argv = ["/usr/bin/env", *[f"{k}={v}" for k, v in env.items()], traefik, f"--configFile={self.static}"]
         self.work = tmp_path

@@ -122,7 +122,19 @@ def test_cli_json_and_table(make_plan, example_config, monkeypatch) -> None:
     assert rows["grafana.example.com"]["last_error"] == "no certificate yet"
     table = runner.invoke(app, ["certs", "--config", str(example_config)])
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "ISSUER", "CA", "EXPIRES", "DAYS", "CHALLENGE", "ORDERS/7D", "LAST", "ERROR"]
+    assert lines[0].split() == [
+        "NAME",
+        "ISSUER",
+        "CA",
+        "EXPIRES",
+        "DAYS",
+        "CHALLENGE",
+        "ORDERS/7D",
+        "LAST",
+        "ERROR",
+        "NEXT",
+        "TRY",
+    ]
     assert lines[1].split()[:7] == ["plex.example.com", "R11", "production", "2027-02-15", "80", "tls-alpn-01", "0"]
 
 

@@ -259,4 +259,4 @@ def test_real_certbot_against_pebble_placeholders_issue_reload_and_renewal(
                     assert edge.process.poll() is None and edge.process.pid == master
                     if os.geteuid() == 0:
                         assert set(worker_users(master)) == {nginx_worker_user()}
-    assert "failed, retrying later" not in out.read_text()
+    assert " failed at " not in out.read_text()

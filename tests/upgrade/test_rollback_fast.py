@@ -13,19 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from homelab.upgrade.journal import ImageChange, Record
-from homelab.upgrade.restore import Changes, _sync
 from typer import testing as typer_testing
 from typer.testing import CliRunner
 
-from homelab.upgrade import restore as upgrade_restore
-from homelab.upgrade import undo as upgrade_undo
-from homelab.upgrade import journal as upgrade_journal
 from homelab.backup import run_backup
 from homelab.backup.lock import UPGRADES, holding
 from homelab.cli import app
 from homelab.runtime import docker as docker_module
 from homelab.runtime import zfs as zfs_module
+from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import restore as upgrade_restore
+from homelab.upgrade import undo as upgrade_undo
+from homelab.upgrade.journal import ImageChange, Record
+from homelab.upgrade.restore import Changes, _sync
 from tests.backup.fast import make_fast_lab
 from tests.unit.conftest import Deployment
 from tests.upgrade.test_journal import Killed, _kill_at
