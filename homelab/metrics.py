@@ -22,6 +22,8 @@ from homelab.monitoring.inventory import Limits
 if TYPE_CHECKING:
     from homelab.config.models import Config
     from homelab.monitoring.inventory import Inventory
+    from homelab.monitoring.states import StateType
+    from homelab.monitoring.watch import Watch
     from homelab.plan import Plan
     from homelab.profiles import Profile
 
@@ -136,6 +138,8 @@ class Series:
     cpu: bool = False  # a CPU temperature
     limits: Limits = field(default_factory=Limits)  # the sensor's own alert limits (BMC or profile)
     states: int | None = None  # a discrete sensor's asserted states at discovery (its normal)
+    state_type: StateType | None = None  # a discrete sensor's IPMI sensor type (names its state bits)
+    watch: Watch | None = None  # a BMC sensor's limits, baseline and silent rules (monitoring/watch.py)
 
     @property
     def path(self) -> str:

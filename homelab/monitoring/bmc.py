@@ -7,18 +7,11 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from homelab.monitoring import watch
 from homelab.monitoring.inventory import BmcEntry, Inventory, Limits
+from homelab.monitoring.watch import SERIES_KIND, Watch, in_percent
 from homelab.profiles import BmcSensor, Profile
 
-# inventory kind -> the type collectd 5.12's ipmi plugin gives such a sensor (a sensor reading in
-# percent, like HPE's fans, becomes type "percent" with "percent-" before its name instead)
-COLLECTD_TYPE = {
-    "temperature": "temperature",
-    "fan": "fanspeed",
-    "voltage": "voltage",
-    "current": "current",
-    "power": "power",
-}
 # the collectd plugin name homelab's python plugin (bmc_states.py) gives discrete sensors' states
 STATE_PLUGIN = "bmc_state"
 # characters a rename rule may name literally (anything else matches as "any character")
@@ -32,7 +25,8 @@ class BmcSeries:
     kind: Literal["temperature", "fanspeed", "voltage", "current", "power", "percent"]
     label: str
     cpu: bool
-    limits: Limits
+    limits: Limits  # drawn on the dashboards: the watch's critical limits, the inventory's others
+    watch: Watch
 
 
 @dataclass(frozen=True)
@@ -50,25 +44,23 @@ def _profile_limits(sensor: BmcSensor) -> Limits:
 
 
 def from_profile(profile: Profile) -> list[BmcSeries]:
-    return [
-        BmcSeries(
-            s.collectd_name, s.type, s.type, s.name, s.type == "temperature" and s.entity == "processor",
-            _profile_limits(s),
-        )
-        for s in profile.bmc.sensors
-    ]  # fmt: skip
+    found = []
+    for s in profile.bmc.sensors:
+        cpu, limits = s.type == "temperature" and s.entity == "processor", _profile_limits(s)
+        found.append(BmcSeries(s.collectd_name, s.type, s.type, s.name, cpu, limits, watch.of_profile(s.type, limits, cpu)))
+    return found
 
 
 def from_inventory(inventory: Inventory) -> list[BmcSeries]:
     found = []
     for e in inventory.collected():
-        type_ = "percent" if in_percent(e) else COLLECTD_TYPE[e.kind]
-        found.append(BmcSeries(e.key, type_, type_, e.shown, e.cpu, e.thresholds))  # type: ignore[arg-type]
+        percent = in_percent(e)
+        type_ = "percent" if percent else SERIES_KIND[e.kind]
+        watched = watch.of_entry(e, percent)
+        found.append(
+            BmcSeries(e.key, type_, type_, e.shown, e.cpu, watched.limits(e.thresholds), watched)  # type: ignore[arg-type]
+        )
     return found
-
-
-def in_percent(entry: BmcEntry) -> bool:
-    return entry.unit.lower() in ("percent", "%")
 
 
 def _literal(text: str) -> str:

@@ -23,6 +23,7 @@ from homelab.metrics import (
 )
 from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
+from homelab.monitoring.watch import Watch
 from homelab.profiles import Profile
 
 
@@ -54,7 +55,8 @@ class Builder:
         host = self.config.server.hostname
         for b in found:
             self.series.append(
-                Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits)
+                Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits,
+                       watch=b.watch)  # fmt: skip
             )
         discrete = inventory.discrete() if inventory else []
         if discrete:
@@ -68,7 +70,8 @@ class Builder:
             self.plugins.append(Plugin("python", options, needs_hardware=True))
             for e in discrete:
                 self.series.append(
-                    Series(host, bmc.STATE_PLUGIN, "", "gauge", e.key, None, "state", e.shown, states=e.states)
+                    Series(host, bmc.STATE_PLUGIN, "", "gauge", e.key, None, "state", e.shown, states=e.states,
+                           state_type=e.sensor_type or "unknown", watch=Watch(silent=e.silent))  # fmt: skip
                 )
 
     def host_sensors(self) -> None:

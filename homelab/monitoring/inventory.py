@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
     from homelab.config.loader import LoadedConfig
     from homelab.config.models import SensorOverride
+from homelab.monitoring.classes import SensorClass, classify
 from homelab.monitoring.listing import Sensor
+from homelab.monitoring.states import StateType, guess_type
 
 VERSION: Literal[1] = 1
 COLLECTED = ("temperature", "fan", "voltage", "current", "power")  # what collectd's ipmi plugin reads
@@ -57,6 +59,27 @@ class BmcEntry(_Model):
     states: int | None = Field(
         None, ge=0, description="A discrete sensor's asserted states at discovery (its normal, on the status panel)."
     )
+    reading: float | None = Field(None, description="Its reading at discovery.")
+    sensor_class: SensorClass | None = Field(
+        None, description="A temperature's class, which picks its default limit (docs/monitoring.md)."
+    )
+    sensor_type: StateType | None = Field(
+        None, description="A discrete sensor's IPMI sensor type, which names its state bits."
+    )
+    defaults: bool = Field(True, description="false: no homelab default limit or baseline rule, the BMC's only.")
+    rise: float | None = Field(
+        None, ge=0, description="Alert this far above (voltages: off) its median of the last day; 0: never; "
+        "unset: its class's default.",
+    )  # fmt: skip
+    silent: bool = Field(True, description="Alert when it sends no reading for 5 minutes.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_alerts(cls, data: object) -> object:
+        """`alerts` (what alerts on the sensor, in words) is written for reading, from the rest: not read."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k != "alerts"}
+        return data
 
     @property
     def shown(self) -> str:
@@ -136,7 +159,8 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
     entries = []
     for sensor, key in zip(sensors, _keys(sensors), strict=True):
         t = sensor.thresholds
-        if sensor.kind == "discrete":
+        entity_id, discrete = (sensor.entity[0] if sensor.entity else None), sensor.kind == "discrete"
+        if discrete:
             hidden = sensor.states is None
         else:
             hidden = sensor.reading is None or sensor.kind not in COLLECTED
@@ -156,15 +180,22 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
                     upper_critical=t.upper_critical,
                 ),
                 states=sensor.states,
+                reading=sensor.reading,
+                sensor_class=classify(sensor.name, entity_id) if sensor.kind == "temperature" else None,
+                sensor_type=guess_type(sensor.name, entity_id, sensor.states, sensor.state) if discrete else None,
             )
         )
     return Inventory(bmc=entries, disks=disks or [])
 
 
 def dump(inventory: Inventory) -> str:
+    """The inventory as YAML, each sensor with the alert rules that watch it in words (`alerts`)."""
+    from homelab.monitoring.watch import describe
+
     data = inventory.model_dump(mode="json", exclude_defaults=False)
-    for entry in data["bmc"]:
+    for entry, model in zip(data["bmc"], inventory.bmc, strict=True):
         entry["thresholds"] = {k: v for k, v in entry["thresholds"].items() if v is not None}
+        entry["alerts"] = describe(model)
     return HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
