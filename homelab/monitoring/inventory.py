@@ -244,6 +244,7 @@ def with_overrides(inventory: Inventory, overrides: Mapping[str, SensorOverride]
                     "label": change.label or entry.label,
                     "hide": entry.hide if change.hide is None else change.hide,
                     "thresholds": entry.thresholds.model_copy(update=limits),
+                    **{k: v for k in ("defaults", "rise", "silent") if (v := getattr(change, k)) is not None},
                 }
             )
         entries.append(entry)

@@ -124,3 +124,24 @@ def test_a_discrete_sensor_s_type_from_what_ipmitool_printed_then_its_name(
     name: str, entity: int, bits: int, text: str, type_: str
 ) -> None:
     assert states.guess_type(name, entity, bits, text) == type_
+
+
+def test_homelab_yaml_switches_a_sensor_s_rules(project: Path) -> None:
+    from homelab.config.models import SensorOverride
+
+    inventory = board_inventory("hpe-dl360-gen9")
+    changed, problems = inv.with_overrides(
+        inventory,
+        {
+            "11-PS 1 Inlet": SensorOverride(rise=0, silent=False),  # no baseline, no silent rule
+            "04-P1 DIMM 1-6": SensorOverride(defaults=False),
+            "37-Fuse": SensorOverride(rise=5),
+        },
+    )
+    entries = {e.name: e for e in changed.bmc}
+    from homelab.monitoring.watch import describe
+
+    assert not problems
+    assert describe(entries["11-PS 1 Inlet"]) == []
+    assert describe(entries["04-P1 DIMM 1-6"])[0] == "above 89 °C (inventory)"  # the BMC's stays
+    assert "5 °C above its median of the last day (inventory)" in describe(entries["37-Fuse"])
