@@ -140,6 +140,14 @@ class Series:
     states: int | None = None  # a discrete sensor's asserted states at discovery (its normal)
     state_type: StateType | None = None  # a discrete sensor's IPMI sensor type (names its state bits)
     watch: Watch | None = None  # a BMC sensor's limits, baseline and silent rules (monitoring/watch.py)
+    fahrenheit: bool = False  # collectd sends °F (the BMC's unit): queries convert it
+
+    @property
+    def target(self) -> str:
+        """The Graphite target of its values in the catalog's unit (°C for a sensor the BMC reads in °F)."""
+        if self.fahrenheit:
+            return f"offset(scale({self.path},{5 / 9:.6f}),{-160 / 9:.6f})"
+        return self.path
 
     @property
     def path(self) -> str:

@@ -27,6 +27,7 @@ class BmcSeries:
     cpu: bool
     limits: Limits  # drawn on the dashboards: the watch's critical limits, the inventory's others
     watch: Watch
+    fahrenheit: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def from_inventory(inventory: Inventory) -> list[BmcSeries]:
         type_ = "percent" if percent else SERIES_KIND[e.kind]
         watched = watch.of_entry(e, percent)
         found.append(
-            BmcSeries(e.key, type_, type_, e.shown, e.cpu, watched.limits(e.thresholds), watched)  # type: ignore[arg-type]
+            BmcSeries(e.key, type_, type_, e.shown, e.cpu, watched.limits(e.thresholds), watched,  # type: ignore[arg-type]
+                      e.fahrenheit)  # fmt: skip
         )
     return found
 

@@ -56,7 +56,7 @@ class Builder:
         for b in found:
             self.series.append(
                 Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits,
-                       watch=b.watch)  # fmt: skip
+                       watch=b.watch, fahrenheit=b.fahrenheit)  # fmt: skip
             )
         discrete = inventory.discrete() if inventory else []
         if discrete:

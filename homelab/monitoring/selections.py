@@ -53,7 +53,7 @@ def heartbeat(catalog: Catalog) -> Series:
 
 
 def max_series(series: list[Series]) -> str:
-    return f"maxSeries({','.join(s.path for s in series)})"
+    return f"maxSeries({','.join(s.target for s in series)})"
 
 
 def pool_used_percent_target(catalog: Catalog) -> str | None:

@@ -99,7 +99,7 @@ def _sensor_specs(series: Series, fan_floor: float) -> list[AlertSpec]:
     )
     specs = [
         AlertSpec(
-            uid(series.type, series.type_instance, side), f"{series.label} {word} {limit:g}{unit}", series.path,
+            uid(series.type, series.type_instance, side), f"{series.label} {word} {limit:g}{unit}", series.target,
             reducer, op, limit, wait, f"{series.label} {word} {limit:g}{unit} ({_source(source)})", no_data,
         )
         for side, limit, reducer, op, word, wait, source in sides
@@ -119,13 +119,13 @@ def _baseline_specs(series: Series, watch: Watch, unit: str) -> list[AlertSpec]:
     """Risen above (or, for a rail, drifted off) its median of the last day for the whole window. The
     median is graphite-web's movingMedian over a day before each point: a sensor younger than a day is
     compared with what it has."""
-    median = f"movingMedian({series.path},'{BASELINE}')"
+    median = f"movingMedian({series.target},'{BASELINE}')"
     found = []
     if watch.rise is not None:
-        target = f"diffSeries({series.path},{median})"
+        target = f"diffSeries({series.target},{median})"
         word, value = "above its day median", watch.rise
     elif watch.drift is not None:
-        target = f"absolute(diffSeries({series.path},{median}))"
+        target = f"absolute(diffSeries({series.target},{median}))"
         word, value = "off its day median", watch.drift
     else:
         return []

@@ -83,7 +83,7 @@ def _legend(series: Series, label: str | None = None) -> str:
 
 
 def _alias(series: Series, label: str | None = None) -> str:
-    return f"alias({series.path},'{_legend(series, label)}')"
+    return f"alias({series.target},'{_legend(series, label)}')"
 
 
 def _with_ds(series: list[Series]) -> tuple[str, ...]:
