@@ -21,6 +21,7 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
+from homelab.monitoring.bmc_states import SEL_PLUGIN
 from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
 from homelab.monitoring.watch import Watch
@@ -58,16 +59,18 @@ class Builder:
                 Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits,
                        watch=b.watch, fahrenheit=b.fahrenheit)  # fmt: skip
             )
-        discrete = inventory.discrete() if inventory else []
-        if discrete:
-            # collectd's ipmi plugin skips discrete sensors: homelab's python plugin reads their states
-            sensors = [(e.name, e.key) for e in discrete]
+        if inventory and inventory.bmc:
+            # collectd's ipmi plugin skips discrete sensors and the SEL: homelab's python plugin reads them
+            discrete = inventory.discrete()
             options: dict[str, object] = {
                 "mode": mode,
                 "cipher_suite": self.config.monitoring.ipmi.cipher_suite,
-                "sensors": sensors,
+                "sensors": [(e.name, e.key) for e in discrete],
+                "sel": True,
             }
             self.plugins.append(Plugin("python", options, needs_hardware=True))
+            self.add(SEL_PLUGIN, "", "count", "new", "count", "new SEL entries")
+            self.add(SEL_PLUGIN, "", "count", "critical", "count", "new critical SEL entries")
             for e in discrete:
                 self.series.append(
                     Series(host, bmc.STATE_PLUGIN, "", "gauge", e.key, None, "state", e.shown, states=e.states,

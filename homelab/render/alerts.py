@@ -163,12 +163,27 @@ def _state_specs(catalog: Catalog) -> list[AlertSpec]:
     return specs
 
 
+def _sel_specs(catalog: Catalog) -> list[AlertSpec]:
+    """Any new critical SEL entry (homelab's plugin counts them per read), at once: the entry itself is in
+    the BMC's log. No data is OK: the silent rules of the sensors read through the same plugin cover it."""
+    critical = pick.sel_critical(catalog)
+    if critical is None:
+        return []
+    return [
+        AlertSpec(
+            "sel-critical", "New critical SEL entry", critical.path, "max", "gt", 0, "0s",
+            "the BMC logged a critical event (a failure, an uncorrectable error, a critical limit crossed, "
+            "power or redundancy lost, an intrusion): `ipmitool sel elist` shows it",
+        )
+    ]  # fmt: skip
+
+
 def _bmc_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
     if plan.config.monitoring.ipmi.mode == "off":
         return []
     floor = plan.config.monitoring.thresholds.fan_min_rpm
     sensors = [spec for series in catalog.select(plugin="ipmi") for spec in _sensor_specs(series, floor)]
-    return sensors + _state_specs(catalog)
+    return sensors + _state_specs(catalog) + _sel_specs(catalog)
 
 
 def _disk_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:

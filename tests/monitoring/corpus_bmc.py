@@ -257,7 +257,9 @@ class CorpusBmc:
             emu.append(f"sensor_set_event_support 0x20 0 {s.number} enable scanning per-state {off} {off} {off} {off}")
             if s.threshold_command():
                 emu.append(str(s.threshold_command()))
-        emu.append("mc_enable 0x20")
+        # a SEL (up to 1000 entries; flags 0x0a: "add SEL entry" and "get SEL allocation info" supported)
+        # that platform events (`ipmitool event`) land in, as a real BMC's do
+        emu += ["sel_enable 0x20 1000 0x0a", "mc_enable 0x20"]
         (self.workdir / "bmc.emu").write_text("\n".join(emu) + "\n")
         auths = [f"    allowed_auths_{p} none md2 md5 straight" for p in ("callback", "user", "operator", "admin")]
         (self.workdir / "lan.conf").write_text(
