@@ -58,6 +58,7 @@ class Covered:
     kind: str  # temperature, fan, voltage, current, power, discrete
     path: str
     rules: tuple[str, ...]  # uids of the rules whose target reads its series
+    normal: float  # its reading in the listing; a discrete sensor's states as discovered
 
     @property
     def valued(self) -> bool:
@@ -104,7 +105,8 @@ def coverage(project: Path, name: str) -> list[Covered]:
             path = f"collectd.{escape(name)}.ipmi.{type_}-{entry.key}"
         pattern = re.compile(re.escape(path) + r"(?![\w-])")
         inside = tuple(r["uid"] for r in rules if pattern.search(r["data"][0]["model"]["target"]))
-        found.append(Covered(name, row.name, KIND[row.unit], path, inside))
+        normal = float(entry.states or 0) if row.discrete else row.reading
+        found.append(Covered(name, row.name, KIND[row.unit], path, inside, normal))
     return found
 
 

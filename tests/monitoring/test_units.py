@@ -68,6 +68,6 @@ def test_every_unit_gets_a_series_and_a_rule(project: Path) -> None:
     )
     assert limit("power-ps1-power-in-baseline") == 60.0  # half its 120 W at discovery
     assert limit("fanspeed-fan1-low") == 300.0
-    assert (limit("voltage-12v-low"), limit("voltage-12v-high")) == (pytest.approx(11.4), pytest.approx(12.6))
+    assert (limit("voltage-12v-low"), limit("voltage-12v-high")) == (pytest.approx(10.8), pytest.approx(13.2))
     for key in ("cpu-temp", "ps1-curr-out-pct", "ps1-curr-out", "ps1-power-in", "fan1", "12v"):
         assert any(uid.startswith("silent") and uid.endswith(key) for uid in rules), key
