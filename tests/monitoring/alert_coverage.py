@@ -23,16 +23,23 @@ from homelab.render.alerts import alert_rules
 from tests.monitoring import corpus_bmc
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "sdr-corpus"
-# board -> its listings (the first an `sdr elist` where there is one, thresholds from the `sensor` one)
+# board (its collectd host name) -> its listings: the first an `sdr elist` where there is one, thresholds
+# from the `sensor` one
 BOARDS = {
-    "dell-r720": ["dell-poweredge-r720-ipmitool-sdr-type-temp-fan.txt"],
-    "hpe-dl360-gen9": ["hpe-proliant-dl360-gen9-ipmitool-sdr-elist.txt", "hpe-proliant-dl360-gen9-ipmitool-sensor.txt"],
-    "x8dtu-f": ["supermicro-x8dtu-f-ipmitool-sensor.txt"],
-    "c2750d4i": ["asrock-c2750d4i-ipmi-sensors.txt"],
-    "esc8000a-e12": ["asus-esc8000a-e12-ipmitool-sdr-elist.txt", "asus-esc8000a-e12-ipmitool-sensor.txt"],
-    "sm-atom": ["supermicro-unnamed-atom-board-ipmitool-sdr-elist-full.txt"],
-    "hpe-dl360-gen10": ["hpe-proliant-dl360-gen10-ipmitool-sdr-elist-TRUNCATED.txt"],
-    "dell-idrac6": ["dell-poweredge-unnamed-idrac6-ipmitool-sdr-elist-all-TRUNCATED.txt"],
+    "dell-r720": ["dell-poweredge-r720-ipmitool-sdr-type-temp-fan.txt"],  # two sensors named "Temp"
+    "hpe-dl360-gen9": [  # fans in percent, power, upper thresholds only
+        "hpe-proliant-dl360-gen9-ipmitool-sdr-elist.txt",
+        "hpe-proliant-dl360-gen9-ipmitool-sensor.txt",
+    ],
+    "x8dtu-f": ["supermicro-x8dtu-f-ipmitool-sensor.txt"],  # -12V, six thresholds, no entity ids
+    "c2750d4i": ["asrock-c2750d4i-ipmi-sensors.txt"],  # FreeIPMI listing, absent fans, no thresholds
+    "esc8000a-e12": [  # AMI firmware: every entity instance .0, six thresholds on the rails
+        "asus-esc8000a-e12-ipmitool-sdr-elist.txt",
+        "asus-esc8000a-e12-ipmitool-sensor.txt",
+    ],
+    "sm-atom": ["supermicro-unnamed-atom-board-ipmitool-sdr-elist-full.txt"],  # `sdr elist full`
+    "hpe-dl360-gen10": ["hpe-proliant-dl360-gen10-ipmitool-sdr-elist-TRUNCATED.txt"],  # iLO 5
+    "dell-idrac6": ["dell-poweredge-unnamed-idrac6-ipmitool-sdr-elist-all-TRUNCATED.txt"],  # `sdr elist all`
 }
 KIND = {"degrees c": "temperature", "c": "temperature", "volts": "voltage", "v": "voltage", "amps": "current",
         "rpm": "fan", "percent": "fan", "watts": "power", "w": "power", "discrete": "discrete"}  # fmt: skip
@@ -83,28 +90,42 @@ def rules_for(project: Path, name: str, inventory: inv.Inventory) -> list[dict[s
     return [r for g in alert_rules(plan, catalog_for(plan))["groups"] for r in g["rules"]]
 
 
-def coverage(project: Path, name: str) -> list[Covered]:
-    rows = corpus_bmc.board(*(CORPUS / f for f in BOARDS[name]))
-    inventory = board_inventory(name)
-    rules = rules_for(project, name, inventory)
+def series_of(host: str, rows: list[corpus_bmc.Row], inventory: inv.Inventory) -> list[tuple[corpus_bmc.Row,
+        inv.BmcEntry, str]]:  # fmt: skip
+    """Each row of a listing with its inventory entry (by name, entity and kind, in listing order) and the
+    path of its series."""
     entries = list(inventory.bmc)
     found = []
     for row in rows:
         entity = f"{row.entity[0]}.{row.entity[1]}" if row.entity else None
         entry = next(
             e for e in entries
-            if e.name == row.name and (e.kind == "discrete") == row.discrete and entity in (None, e.entity)
+            if e.name == row.name and (e.kind == "discrete") == row.discrete and entity in (None, e.entity or entity)
             and not e.hide
         )  # fmt: skip
         entries.remove(entry)
         if row.discrete:
-            path = f"collectd.{escape(name)}.bmc_state.gauge-{entry.key}"
+            path = f"collectd.{escape(host)}.bmc_state.gauge-{entry.key}"
         else:
             type_ = "percent" if row.unit == "percent" else {"temperature": "temperature", "fan": "fanspeed",
                     "voltage": "voltage", "current": "current", "power": "power"}[KIND[row.unit]]  # fmt: skip
-            path = f"collectd.{escape(name)}.ipmi.{type_}-{entry.key}"
-        pattern = re.compile(re.escape(path) + r"(?![\w-])")
-        inside = tuple(r["uid"] for r in rules if pattern.search(r["data"][0]["model"]["target"]))
+            path = f"collectd.{escape(host)}.ipmi.{type_}-{entry.key}"
+        found.append((row, entry, path))
+    return found
+
+
+def reads(target: str, path: str) -> bool:
+    """Whether a Graphite target reads the series `path` (not merely one whose name starts so)."""
+    return re.search(re.escape(path) + r"(?![\w-])", target) is not None
+
+
+def coverage(project: Path, name: str) -> list[Covered]:
+    rows = corpus_bmc.board(*(CORPUS / f for f in BOARDS[name]))
+    inventory = board_inventory(name)
+    rules = rules_for(project, name, inventory)
+    found = []
+    for row, entry, path in series_of(name, rows, inventory):
+        inside = tuple(r["uid"] for r in rules if reads(r["data"][0]["model"]["target"], path))
         normal = float(entry.states or 0) if row.discrete else row.reading
         found.append(Covered(name, row.name, KIND[row.unit], path, inside, normal))
     return found
