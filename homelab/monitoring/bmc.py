@@ -52,12 +52,13 @@ def from_profile(profile: Profile) -> list[BmcSeries]:
     return found
 
 
-def from_inventory(inventory: Inventory) -> list[BmcSeries]:
+def from_inventory(inventory: Inventory, disk_c: float | None = None) -> list[BmcSeries]:
+    """The inventory's collected sensors; `disk_c`: the disk rule's limit, for disk temperatures."""
     found = []
     for e in inventory.collected():
         percent = in_percent(e)
         type_ = "percent" if percent else SERIES_KIND[e.kind]
-        watched = watch.of_entry(e, percent)
+        watched = watch.of_entry(e, percent, disk_c)
         found.append(
             BmcSeries(e.key, type_, type_, e.shown, e.cpu, watched.limits(e.thresholds), watched,  # type: ignore[arg-type]
                       e.fahrenheit)  # fmt: skip

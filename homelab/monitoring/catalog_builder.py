@@ -50,7 +50,9 @@ class Builder:
         mode, inventory = self.config.monitoring.ipmi.mode, self.inventory
         if mode == "off":
             return
-        found = bmc.from_inventory(inventory) if inventory and inventory.bmc else bmc.from_profile(self.profile)
+        configured = self.config.monitoring.thresholds.disk_temp_c
+        disk_c = configured if configured is not None else self.profile.thresholds.disk_temp_c
+        found = bmc.from_inventory(inventory, disk_c) if inventory and inventory.bmc else bmc.from_profile(self.profile)
         renames = bmc.rename_rules(inventory) if inventory and inventory.bmc else []
         self.plugins.append(Plugin("ipmi", {"mode": mode, "instance": "bmc", "renames": renames}, needs_hardware=True))
         host = self.config.server.hostname

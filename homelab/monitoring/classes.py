@@ -34,7 +34,8 @@ TEMPERATURE: dict[SensorClass, Default] = {
     "cpu": Default(None, None, "the CPU rule, monitoring.thresholds.cpu_temp_c"),
     "dimm": Default(85, None, "JEDEC DDR3/DDR4 normal operating range, 0-85 °C case"),
     "pch": Default(105, None, "Intel chipset thermal guides, Tcase max 105 °C"),
-    "disk": Default(60, None, "Seagate enterprise HDD manuals, operating 5-60 °C"),
+    # the disk rule's limit (monitoring.thresholds.disk_temp_c, else the profile's), as for SMART's readings
+    "disk": Default(None, None, "the disk rule's limit, monitoring.thresholds.disk_temp_c"),
     "nvme": Default(70, None, "NVMe SSD datasheets, operating 0-70 °C"),
     "vrm": Default(None, 20, "no common limit: 20 °C above its day median"),
     "psu": Default(None, 20, "no common limit: 20 °C above its day median"),

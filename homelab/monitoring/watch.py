@@ -30,6 +30,7 @@ class Watch:
     silent: bool = True
     fan_floor: bool = False  # `low` is monitoring.thresholds.fan_min_rpm
     cpu_rule: bool = False  # a CPU temperature without its own limit: the CPU rule's limit watches it
+    disk_rule: bool = False  # a disk temperature without its own limit: the disk rule's limit is its own
 
     def limits(self, drawn: Limits) -> Limits:
         """The limits drawn on dashboards: the inventory's non-critical ones, these critical ones."""
@@ -43,8 +44,8 @@ class Watch:
             found.append(f"below {value} ({self.low_source})")
         if self.high is not None:
             found.append(f"above {self.high:g}{unit} ({self.high_source})")
-        elif self.cpu_rule:
-            found.append(f"above monitoring.thresholds.cpu_temp_c ({self.high_source})")
+        elif self.cpu_rule or self.disk_rule:
+            found.append(f"above monitoring.thresholds.{'cpu' if self.cpu_rule else 'disk'}_temp_c ({self.high_source})")
         if self.rise is not None:
             found.append(f"{self.rise:g}{unit} above its median of the last day ({self.baseline_source})")
         if self.drift is not None:
@@ -54,18 +55,20 @@ class Watch:
         return found
 
 
-def _temperature(entry: BmcEntry, t: Limits) -> Watch:
+def _temperature(entry: BmcEntry, t: Limits, disk_c: float | None) -> Watch:
     cls = entry.sensor_class or classes.classify(entry.name, _entity_id(entry))
     default = classes.TEMPERATURE[cls]
     high, source = t.upper_critical, INVENTORY
     if high is None and entry.defaults and default.upper_critical is not None:
         high, source = default.upper_critical, f"{cls} default: {default.source}"
+    if high is None and entry.defaults and cls == "disk":
+        high, source = disk_c, default.source
     rise, rise_source = _rise(entry, default.rise if high is None else None, f"{cls} default: {default.source}")
     if cls == "cpu" and high is None:
         source = default.source
     return Watch(
         high=high, high_source=source, rise=rise, baseline_source=rise_source, silent=entry.silent,
-        cpu_rule=cls == "cpu",
+        cpu_rule=cls == "cpu", disk_rule=cls == "disk" and entry.defaults,
     )  # fmt: skip
 
 
@@ -106,11 +109,12 @@ def _entity_id(entry: BmcEntry) -> int | None:
     return int(entry.entity.split(".")[0]) if entry.entity else None
 
 
-def of_entry(entry: BmcEntry, percent: bool) -> Watch:
-    """The watch of a collected sensor; `percent`: it reads in percent (HPE's fans, a supply's load)."""
+def of_entry(entry: BmcEntry, percent: bool, disk_c: float | None = None) -> Watch:
+    """The watch of a collected sensor; `percent`: it reads in percent (HPE's fans, a supply's load);
+    `disk_c`: the disk rule's limit (monitoring.thresholds.disk_temp_c or the profile's)."""
     t = entry.thresholds
     if entry.kind == "temperature":
-        return _temperature(entry, t)
+        return _temperature(entry, t, disk_c)
     if entry.kind == "voltage":
         return _voltage(entry, t)
     if entry.kind in ("power", "current"):
