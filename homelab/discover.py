@@ -28,6 +28,10 @@ HWMON_TYPES: dict[str, Literal["temperature", "fanspeed", "voltage"]] = {
 }
 
 
+# what rediscovery keeps of a sensor the user may have changed
+KEPT = ("key", "label", "hide", "thresholds", "defaults", "rise", "silent", "sensor_class", "sensor_type")
+
+
 @dataclass(frozen=True)
 class Found:
     inventory: inv.Inventory
@@ -110,10 +114,7 @@ def keep_edits(fresh: inv.Inventory, previous: inv.Inventory) -> inv.Inventory:
     for entry in fresh.bmc:
         before = old.get((entry.name, entry.entity))
         if before:
-            entry = entry.model_copy(
-                update={k: getattr(before, k) for k in ("key", "label", "hide", "thresholds", "defaults", "rise",
-                                                           "silent", "sensor_class", "sensor_type")}  # fmt: skip
-            )
+            entry = entry.model_copy(update={k: getattr(before, k) for k in KEPT})
         kept.append(entry)
     return fresh.model_copy(update={"bmc": kept})
 

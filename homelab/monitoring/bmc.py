@@ -18,11 +18,14 @@ STATE_PLUGIN = "bmc_state"
 _PLAIN = re.compile(r"[A-Za-z0-9 _,:;@%&=#'~<>-]")
 
 
+Kind = Literal["temperature", "fanspeed", "voltage", "current", "power", "percent"]
+
+
 @dataclass(frozen=True)
 class BmcSeries:
     type_instance: str
     type: str
-    kind: Literal["temperature", "fanspeed", "voltage", "current", "power", "percent"]
+    kind: Kind
     label: str
     cpu: bool
     limits: Limits  # drawn on the dashboards: the watch's critical limits, the inventory's others
@@ -48,7 +51,9 @@ def from_profile(profile: Profile) -> list[BmcSeries]:
     found = []
     for s in profile.bmc.sensors:
         cpu, limits = s.type == "temperature" and s.entity == "processor", _profile_limits(s)
-        found.append(BmcSeries(s.collectd_name, s.type, s.type, s.name, cpu, limits, watch.of_profile(s.type, limits, cpu)))
+        found.append(
+            BmcSeries(s.collectd_name, s.type, s.type, s.name, cpu, limits, watch.of_profile(s.type, limits, cpu))
+        )
     return found
 
 
@@ -59,10 +64,9 @@ def from_inventory(inventory: Inventory, disk_c: float | None = None) -> list[Bm
         percent = in_percent(e)
         type_ = "percent" if percent else SERIES_KIND[e.kind]
         watched = watch.of_entry(e, percent, disk_c)
-        found.append(
-            BmcSeries(e.key, type_, type_, e.shown, e.cpu, watched.limits(e.thresholds), watched,  # type: ignore[arg-type]
-                      e.fahrenheit)  # fmt: skip
-        )
+        kind: Kind = "percent" if percent else SERIES_KIND[e.kind]  # type: ignore[assignment]
+        limits = watched.limits(e.thresholds)
+        found.append(BmcSeries(e.key, type_, kind, e.shown, e.cpu, limits, watched, e.fahrenheit))
     return found
 
 

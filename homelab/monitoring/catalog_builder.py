@@ -58,8 +58,20 @@ class Builder:
         host = self.config.server.hostname
         for b in found:
             self.series.append(
-                Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits,
-                       watch=b.watch, fahrenheit=b.fahrenheit)  # fmt: skip
+                Series(
+                    host,
+                    "ipmi",
+                    "",
+                    b.type,
+                    b.type_instance,
+                    None,
+                    b.kind,
+                    b.label,
+                    b.cpu,
+                    b.limits,
+                    watch=b.watch,
+                    fahrenheit=b.fahrenheit,
+                )
             )
         if inventory and inventory.bmc:
             # collectd's ipmi plugin skips discrete sensors and the SEL: homelab's python plugin reads them
@@ -75,8 +87,19 @@ class Builder:
             self.add(SEL_PLUGIN, "", "count", "critical", "count", "new critical SEL entries")
             for e in discrete:
                 self.series.append(
-                    Series(host, bmc.STATE_PLUGIN, "", "gauge", e.key, None, "state", e.shown, states=e.states,
-                           state_type=e.sensor_type or "unknown", watch=Watch(silent=e.silent))  # fmt: skip
+                    Series(
+                        host,
+                        bmc.STATE_PLUGIN,
+                        "",
+                        "gauge",
+                        e.key,
+                        None,
+                        "state",
+                        e.shown,
+                        states=e.states,
+                        state_type=e.sensor_type or "unknown",
+                        watch=Watch(silent=e.silent),
+                    )
                 )
 
     def host_sensors(self) -> None:

@@ -173,10 +173,7 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
         if sensor.unit.lower() in FAHRENHEIT:  # limits and readings in °C, as every other temperature's
             t = Thresholds(*(celsius(v) for v in t.values()))
             reading = celsius(reading)
-        if discrete:
-            hidden = sensor.states is None
-        else:
-            hidden = sensor.reading is None or sensor.kind not in COLLECTED
+        hidden = sensor.states is None if discrete else sensor.reading is None or sensor.kind not in COLLECTED
         entries.append(
             BmcEntry(
                 name=sensor.name,
@@ -231,6 +228,14 @@ def smart_disks(configured: list[str] | None, inventory: Inventory | None, profi
     return [d for d in watched_disks(configured, inventory, profile_disks) if d not in skip]
 
 
+def _changed(entry: BmcEntry, change: SensorOverride) -> BmcEntry:
+    """`entry` with what one `monitoring.sensors` override sets (what it leaves unset stays)."""
+    limits = {k: v for k, v in change.thresholds.model_dump().items() if v is not None}
+    switches = {k: v for k in ("hide", "defaults", "rise", "silent") if (v := getattr(change, k)) is not None}
+    update = {"label": change.label or entry.label, "thresholds": entry.thresholds.model_copy(update=limits)}
+    return entry.model_copy(update={**update, **switches})
+
+
 def with_overrides(inventory: Inventory, overrides: Mapping[str, SensorOverride]) -> tuple[Inventory, dict[str, str]]:
     """The inventory with homelab.yaml's `monitoring.sensors` applied, and a problem per override that
     names no sensor (or a name several sensors share). An override is found by key, else by name."""
@@ -247,20 +252,7 @@ def with_overrides(inventory: Inventory, overrides: Mapping[str, SensorOverride]
             problems[ref] = f"{len(matches)} sensors have this name: name one by its key ({keys})"
         else:
             changes[matches[0].key] = override
-    entries = []
-    for entry in inventory.bmc:
-        change = changes.get(entry.key)
-        if change:
-            limits = {k: v for k, v in change.thresholds.model_dump().items() if v is not None}
-            entry = entry.model_copy(
-                update={
-                    "label": change.label or entry.label,
-                    "hide": entry.hide if change.hide is None else change.hide,
-                    "thresholds": entry.thresholds.model_copy(update=limits),
-                    **{k: v for k in ("defaults", "rise", "silent") if (v := getattr(change, k)) is not None},
-                }
-            )
-        entries.append(entry)
+    entries = [_changed(entry, changes[entry.key]) if entry.key in changes else entry for entry in inventory.bmc]
     return inventory.model_copy(update={"bmc": entries}), problems
 
 

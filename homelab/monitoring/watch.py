@@ -16,6 +16,7 @@ UNIT_TEXT = {"temperature": " °C", "fanspeed": " RPM", "percent": " %", "voltag
 SERIES_KIND = {"temperature": "temperature", "fan": "fanspeed", "voltage": "voltage", "current": "current",
                "power": "power"}  # fmt: skip
 INVENTORY = "inventory"  # the inventory's thresholds: the BMC's as discovered, or the user's
+PROFILE = "the hardware profile's limit"
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,9 @@ class Watch:
         if self.high is not None:
             found.append(f"above {self.high:g}{unit} ({self.high_source})")
         elif self.cpu_rule or self.disk_rule:
-            found.append(f"above monitoring.thresholds.{'cpu' if self.cpu_rule else 'disk'}_temp_c ({self.high_source})")
+            found.append(
+                f"above monitoring.thresholds.{'cpu' if self.cpu_rule else 'disk'}_temp_c ({self.high_source})"
+            )
         if self.rise is not None:
             found.append(f"{self.rise:g}{unit} above its median of the last day ({self.baseline_source})")
         if self.drift is not None:
@@ -134,8 +137,8 @@ def of_profile(kind: str, limits: Limits, cpu: bool) -> Watch:
     """The bundled profile's sensors: their limits, silent rules for fans and CPU temperatures."""
     fan = kind == "fanspeed"
     return Watch(
-        low=limits.lower_critical if kind in ("fanspeed", "voltage") else None, low_source="profile",
-        high=limits.upper_critical if not fan else None, high_source="profile",
+        low=limits.lower_critical if kind in ("fanspeed", "voltage") else None, low_source=PROFILE,
+        high=limits.upper_critical if not fan else None, high_source=PROFILE,
         silent=fan or cpu, fan_floor=fan and limits.lower_critical is None,
     )  # fmt: skip
 

@@ -171,11 +171,13 @@ def test_collectd_conf_and_the_status_panel_carry_the_discrete_sensors(example_c
 
 # `ipmitool sel info` / `sel elist` as ipmitool 1.8.19 prints them for ipmi_sim (tests/monitoring/
 # test_corpus_pipeline.py adds such entries to a simulated BMC's SEL)
-SEL_INFO = "SEL Information\nVersion          : 1.5 (v1.5, v2 compliant)\nEntries          : {}\nFree Space : 16000 bytes\n"
+SEL_INFO = (
+    "SEL Information\nVersion          : 1.5 (v1.5, v2 compliant)\nEntries          : {}\nFree Space : 16000 bytes\n"
+)
 SEL_ELIST = """\
    1 |  Pre-Init  |0000001023| Power Supply #0x41 | Failure detected | Asserted
    2 |  Pre-Init  |0000001023| Memory #0x42 | Correctable ECC | Asserted
-   3 | 12/02/2026 | 11:45:01 | Temperature #0x30 | Upper Critical going high | Asserted | Reading 90 > Threshold 85 degrees C
+   3 | 12/02/2026 | 11:45:01 | Temperature #0x30 | Upper Critical going high | Asserted | Reading 90 > Threshold 85
    4 | 12/02/2026 | 11:45:01 | Temperature #0x30 | Lower Non-critical going low | Asserted
    5 | 12/02/2026 | 11:46:01 | Temperature #0x30 | Upper Critical going high | Deasserted
    6 | 12/02/2026 | 11:47:01 | Memory #0x53 | Uncorrectable ECC | Asserted

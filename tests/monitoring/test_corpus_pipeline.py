@@ -394,10 +394,14 @@ def _wait_alerting(pipe: Pipeline, cases: list[tuple[str, str]]) -> None:
         rule = next(r for r in pipe.boards[board].rules() if r["uid"] == uid)
         instance = grafana_eval.Instance(rule)
 
-        def alerting() -> bool:
+        def alerting(rule: dict[str, Any] = rule, instance: grafana_eval.Instance = instance) -> bool:
             return instance.step(grafana_eval.evaluate(rule, pipe.render), time.monotonic()) == "Alerting"
 
         e2e.wait_until(alerting, 12 * INTERVAL, f"{board} {uid} never fired", step=1)
+
+
+def _wait_normal(pipe: Pipeline, board: str, uid: str) -> None:
+    e2e.wait_until(lambda: _state(pipe, board, uid).state == "Normal", 12 * INTERVAL, f"{board} {uid} not Normal")
 
 
 def test_a_discrete_sensor_s_change_fires_its_state_rule(pipeline: Pipeline) -> None:
@@ -406,7 +410,7 @@ def test_a_discrete_sensor_s_change_fires_its_state_rule(pipeline: Pipeline) -> 
     cases = [("esc8000a-e12", "PSU1 AC Lost", 0x08, "state-psu1-ac-lost"),
              ("hpe-dl360-gen9", "Fan 1 Presence", 0x00, "state-fan-1-presence")]  # fmt: skip
     for board, _name, _value, uid in cases:  # (the status panel's test has just put Fan 1 back)
-        e2e.wait_until(lambda: _state(pipeline, board, uid).state == "Normal", 12 * INTERVAL, f"{uid} not Normal")
+        _wait_normal(pipeline, board, uid)
     changed = []
     try:
         for board, name, value, _uid in cases:
@@ -418,7 +422,7 @@ def test_a_discrete_sensor_s_change_fires_its_state_rule(pipeline: Pipeline) -> 
         for bmc, sensor in changed:
             bmc.set(sensor, sensor.row.states or 0)
     for board, _name, _value, uid in cases:
-        e2e.wait_until(lambda: _state(pipeline, board, uid).state == "Normal", 12 * INTERVAL, f"{uid} stays")
+        _wait_normal(pipeline, board, uid)
 
 
 def test_check_reports_the_sensor_that_left_the_bmc(pipeline: Pipeline) -> None:
