@@ -261,3 +261,15 @@ def test_flapping(quality: Quality) -> None:
         assert all(results[uid].state == "Normal" for uid in states), board.name
         back = _evaluate(quality, board, "flap", quality.now - 7 * 60 - 30)  # while it was changed
         assert all(back[uid].state == "Alerting" for uid in states), board.name
+
+
+def test_a_sensor_in_fahrenheit_is_converted_by_graphite_web(quality: Quality) -> None:
+    """A BMC that reads °F: the query every panel and rule uses (Series.target) gives °C from the real
+    graphite-web, and the °C limit of the inventory compares with that."""
+    from homelab.metrics import Series
+
+    series = Series("units", "ipmi", "", "temperature", "cpu_temp", None, "temperature", "CPU", fahrenheit=True)
+    now = int(time.time()) // 10 * 10
+    _write(quality.web.root.parent / "storage", series.path, [(t, 185.0) for t in range(now - 600, now, 10)], "max")
+    answer = e2e.points(quality.web.render(series.target, "-10min"))
+    assert answer and all(abs(v - 85.0) < 0.01 for _ts, v in answer)  # 185 °F
