@@ -28,6 +28,10 @@ HWMON_TYPES: dict[str, Literal["temperature", "fanspeed", "voltage"]] = {
 }
 
 
+# what rediscovery keeps of a sensor the user may have changed
+KEPT = ("key", "label", "hide", "thresholds", "defaults", "rise", "silent", "sensor_class", "sensor_type")
+
+
 @dataclass(frozen=True)
 class Found:
     inventory: inv.Inventory
@@ -104,15 +108,13 @@ def discover(
 
 def keep_edits(fresh: inv.Inventory, previous: inv.Inventory) -> inv.Inventory:
     """Rediscovery keeps what the user changed: a sensor with the same name and entity keeps its key,
-    label, hide and thresholds."""
+    label, hide, thresholds, alert switches and IPMI sensor type."""
     old = {(e.name, e.entity): e for e in previous.bmc}
     kept = []
     for entry in fresh.bmc:
         before = old.get((entry.name, entry.entity))
         if before:
-            entry = entry.model_copy(
-                update={"key": before.key, "label": before.label, "hide": before.hide, "thresholds": before.thresholds}
-            )
+            entry = entry.model_copy(update={k: getattr(before, k) for k in KEPT})
         kept.append(entry)
     return fresh.model_copy(update={"bmc": kept})
 

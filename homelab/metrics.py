@@ -22,6 +22,8 @@ from homelab.monitoring.inventory import Limits
 if TYPE_CHECKING:
     from homelab.config.models import Config
     from homelab.monitoring.inventory import Inventory
+    from homelab.monitoring.states import StateType
+    from homelab.monitoring.watch import Watch
     from homelab.plan_model import Plan
     from homelab.profiles import Profile
 
@@ -136,6 +138,16 @@ class Series:
     cpu: bool = False  # a CPU temperature
     limits: Limits = field(default_factory=Limits)  # the sensor's own alert limits (BMC or profile)
     states: int | None = None  # a discrete sensor's asserted states at discovery (its normal)
+    state_type: StateType | None = None  # a discrete sensor's IPMI sensor type (names its state bits)
+    watch: Watch | None = None  # a BMC sensor's limits, baseline and silent rules (monitoring/watch.py)
+    fahrenheit: bool = False  # collectd sends °F (the BMC's unit): queries convert it
+
+    @property
+    def target(self) -> str:
+        """The Graphite target of its values in the catalog's unit (°C for a sensor the BMC reads in °F)."""
+        if self.fahrenheit:
+            return f"offset(scale({self.path},{5 / 9:.6f}),{-160 / 9:.6f})"
+        return self.path
 
     @property
     def path(self) -> str:

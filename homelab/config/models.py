@@ -289,6 +289,11 @@ class SensorOverride(Model):
     label: str | None = Field(None, min_length=1, description="Its name on dashboards and in alerts.")
     hide: bool | None = Field(None, description="true: not collected, no panel, no alert.")
     thresholds: SensorLimits = Field(default_factory=SensorLimits, description="Alert limits that replace the BMC's.")
+    defaults: bool | None = Field(None, description="false: no homelab default limit or baseline rule.")
+    rise: float | None = Field(
+        None, ge=0, description="Alert this far above (voltages: off) its median of the last day; 0: never."
+    )
+    silent: bool | None = Field(None, description="false: no alert when it sends nothing.")
 
 
 class Monitoring(Model):

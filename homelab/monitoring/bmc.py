@@ -7,32 +7,30 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from homelab.monitoring import watch
 from homelab.monitoring.inventory import BmcEntry, Inventory, Limits
+from homelab.monitoring.watch import SERIES_KIND, Watch, in_percent
 from homelab.profiles import BmcSensor, Profile
 
-# inventory kind -> the type collectd 5.12's ipmi plugin gives such a sensor (a sensor reading in
-# percent, like HPE's fans, becomes type "percent" with "percent-" before its name instead)
-COLLECTD_TYPE = {
-    "temperature": "temperature",
-    "fan": "fanspeed",
-    "voltage": "voltage",
-    "current": "current",
-    "power": "power",
-}
 # the collectd plugin name homelab's python plugin (bmc_states.py) gives discrete sensors' states
 STATE_PLUGIN = "bmc_state"
 # characters a rename rule may name literally (anything else matches as "any character")
 _PLAIN = re.compile(r"[A-Za-z0-9 _,:;@%&=#'~<>-]")
 
 
+Kind = Literal["temperature", "fanspeed", "voltage", "current", "power", "percent"]
+
+
 @dataclass(frozen=True)
 class BmcSeries:
     type_instance: str
     type: str
-    kind: Literal["temperature", "fanspeed", "voltage", "current", "power", "percent"]
+    kind: Kind
     label: str
     cpu: bool
-    limits: Limits
+    limits: Limits  # drawn on the dashboards: the watch's critical limits, the inventory's others
+    watch: Watch
+    fahrenheit: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,25 +48,26 @@ def _profile_limits(sensor: BmcSensor) -> Limits:
 
 
 def from_profile(profile: Profile) -> list[BmcSeries]:
-    return [
-        BmcSeries(
-            s.collectd_name, s.type, s.type, s.name, s.type == "temperature" and s.entity == "processor",
-            _profile_limits(s),
-        )
-        for s in profile.bmc.sensors
-    ]  # fmt: skip
-
-
-def from_inventory(inventory: Inventory) -> list[BmcSeries]:
     found = []
-    for e in inventory.collected():
-        type_ = "percent" if in_percent(e) else COLLECTD_TYPE[e.kind]
-        found.append(BmcSeries(e.key, type_, type_, e.shown, e.cpu, e.thresholds))  # type: ignore[arg-type]
+    for s in profile.bmc.sensors:
+        cpu, limits = s.type == "temperature" and s.entity == "processor", _profile_limits(s)
+        found.append(
+            BmcSeries(s.collectd_name, s.type, s.type, s.name, cpu, limits, watch.of_profile(s.type, limits, cpu))
+        )
     return found
 
 
-def in_percent(entry: BmcEntry) -> bool:
-    return entry.unit.lower() in ("percent", "%")
+def from_inventory(inventory: Inventory, disk_c: float | None = None) -> list[BmcSeries]:
+    """The inventory's collected sensors; `disk_c`: the disk rule's limit, for disk temperatures."""
+    found = []
+    for e in inventory.collected():
+        percent = in_percent(e)
+        type_ = "percent" if percent else SERIES_KIND[e.kind]
+        watched = watch.of_entry(e, percent, disk_c)
+        kind: Kind = "percent" if percent else SERIES_KIND[e.kind]  # type: ignore[assignment]
+        limits = watched.limits(e.thresholds)
+        found.append(BmcSeries(e.key, type_, kind, e.shown, e.cpu, limits, watched, e.fahrenheit))
+    return found
 
 
 def _literal(text: str) -> str:

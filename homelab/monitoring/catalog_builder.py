@@ -21,8 +21,10 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
+from homelab.monitoring.bmc_states import SEL_PLUGIN
 from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
+from homelab.monitoring.watch import Watch
 from homelab.profiles import Profile
 
 
@@ -48,27 +50,56 @@ class Builder:
         mode, inventory = self.config.monitoring.ipmi.mode, self.inventory
         if mode == "off":
             return
-        found = bmc.from_inventory(inventory) if inventory and inventory.bmc else bmc.from_profile(self.profile)
+        configured = self.config.monitoring.thresholds.disk_temp_c
+        disk_c = configured if configured is not None else self.profile.thresholds.disk_temp_c
+        found = bmc.from_inventory(inventory, disk_c) if inventory and inventory.bmc else bmc.from_profile(self.profile)
         renames = bmc.rename_rules(inventory) if inventory and inventory.bmc else []
         self.plugins.append(Plugin("ipmi", {"mode": mode, "instance": "bmc", "renames": renames}, needs_hardware=True))
         host = self.config.server.hostname
         for b in found:
             self.series.append(
-                Series(host, "ipmi", "", b.type, b.type_instance, None, b.kind, b.label, b.cpu, b.limits)
+                Series(
+                    host,
+                    "ipmi",
+                    "",
+                    b.type,
+                    b.type_instance,
+                    None,
+                    b.kind,
+                    b.label,
+                    b.cpu,
+                    b.limits,
+                    watch=b.watch,
+                    fahrenheit=b.fahrenheit,
+                )
             )
-        discrete = inventory.discrete() if inventory else []
-        if discrete:
-            # collectd's ipmi plugin skips discrete sensors: homelab's python plugin reads their states
-            sensors = [(e.name, e.key) for e in discrete]
+        if inventory and inventory.bmc:
+            # collectd's ipmi plugin skips discrete sensors and the SEL: homelab's python plugin reads them
+            discrete = inventory.discrete()
             options: dict[str, object] = {
                 "mode": mode,
                 "cipher_suite": self.config.monitoring.ipmi.cipher_suite,
-                "sensors": sensors,
+                "sensors": [(e.name, e.key) for e in discrete],
+                "sel": True,
             }
             self.plugins.append(Plugin("python", options, needs_hardware=True))
+            self.add(SEL_PLUGIN, "", "count", "new", "count", "new SEL entries")
+            self.add(SEL_PLUGIN, "", "count", "critical", "count", "new critical SEL entries")
             for e in discrete:
                 self.series.append(
-                    Series(host, bmc.STATE_PLUGIN, "", "gauge", e.key, None, "state", e.shown, states=e.states)
+                    Series(
+                        host,
+                        bmc.STATE_PLUGIN,
+                        "",
+                        "gauge",
+                        e.key,
+                        None,
+                        "state",
+                        e.shown,
+                        states=e.states,
+                        state_type=e.sensor_type or "unknown",
+                        watch=Watch(silent=e.silent),
+                    )
                 )
 
     def host_sensors(self) -> None:

@@ -28,6 +28,8 @@ NO_READING = {"", "na", "n/a", "no reading", "disabled", "not readable", "unavai
 UNIT_KINDS: dict[str, Kind] = {
     "degrees c": "temperature",
     "c": "temperature",
+    "degrees f": "temperature",
+    "f": "temperature",
     "rpm": "fan",
     "volts": "voltage",
     "v": "voltage",
@@ -151,8 +153,11 @@ def _kind_for(unit: str, name: str, entity_id: int | None) -> Kind:
     if unit in UNIT_KINDS:
         return UNIT_KINDS[unit]
     if unit in ("percent", "%"):
-        # HPE reports fan duty cycles in percent; anything else in percent stays "other"
-        return "fan" if kind_from_name(name, entity_id) == "fan" else "other"
+        # HPE reports fan duty cycles in percent, Supermicro's PMBus supplies their output current
+        # (`PS1 Curr Out %`) and load; anything else in percent stays "other"
+        if kind_from_name(name, entity_id) == "fan":
+            return "fan"
+        return "current" if re.search(r"curr|load|\bout", name.lower()) else "other"
     if unit:
         return "other"
     return kind_from_name(name, entity_id) or "discrete"

@@ -26,6 +26,17 @@ def bmc_states(catalog: Catalog) -> list[Series]:
     return catalog.select(plugin=STATE_PLUGIN)
 
 
+def sel_counts(catalog: Catalog) -> list[Series]:
+    """The BMC's new System Event Log entries per read, all and critical ones (homelab's bmc_states plugin)."""
+    from homelab.monitoring.bmc_states import SEL_PLUGIN
+
+    return catalog.select(plugin=SEL_PLUGIN)
+
+
+def sel_critical(catalog: Catalog) -> Series | None:
+    return next((s for s in sel_counts(catalog) if s.type_instance == "critical"), None)
+
+
 def fans(catalog: Catalog) -> list[Series]:
     """The BMC's fans: in RPM (type fanspeed) or, on HPE iLO and the like, in percent of full speed."""
     return [s for s in catalog.select(plugin="ipmi") if s.type in ("fanspeed", "percent")]
@@ -53,7 +64,7 @@ def heartbeat(catalog: Catalog) -> Series:
 
 
 def max_series(series: list[Series]) -> str:
-    return f"maxSeries({','.join(s.path for s in series)})"
+    return f"maxSeries({','.join(s.target for s in series)})"
 
 
 def pool_used_percent_target(catalog: Catalog) -> str | None:

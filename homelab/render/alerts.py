@@ -18,18 +18,20 @@ from typing import Any, Literal
 from homelab.certs.expiry import ALERT_DAYS
 from homelab.metrics import SMART_FAILURE_ATTRIBUTES, Catalog, Series
 from homelab.monitoring import selections as pick
+from homelab.monitoring import states
+from homelab.monitoring.watch import FAN_FLOOR, INVENTORY, UNIT_TEXT, Watch
 from homelab.plan_model import Plan
 from homelab.render.grafana import DATASOURCE_UID, FOLDER
 
 NoDataState = Literal["OK", "Alerting", "NoData"]
 Reducer = Literal["max", "min", "last", "count", "sum"]
-Op = Literal["gt", "lt"]
+Op = Literal["gt", "lt", "outside_range"]
 REDUCE_MODE = "dropNN"
 WINDOW = 600  # seconds of data each rule looks at
 SILENT_WINDOW = 300
 RESTARTS = 3  # restarts of one service within RESTART_WINDOW that mean it is crash-looping
 RESTART_WINDOW = 900
-UNIT_TEXT = {"temperature": " °C", "fanspeed": " RPM", "percent": " %", "voltage": " V", "power": " W", "current": " A"}
+BASELINE = "1d"  # the median a rise or drift is measured from
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class AlertSpec:
     no_data: NoDataState = "OK"
     window: int = WINDOW
     area: Literal["hardware", "containers"] = "hardware"  # the rule's `homelab` label
+    upper: float | None = None  # outside_range: the range's upper end (`threshold` its lower)
 
 
 def _slug(text: str) -> str:
@@ -82,39 +85,105 @@ def uid(*parts: str) -> str:
 
 
 def _sensor_specs(series: Series, fan_floor: float) -> list[AlertSpec]:
-    """The BMC's own limits: upper critical for temperatures, power and current, lower critical for
-    fans (`fan_floor` RPM where the BMC has none), both for voltages. Fans and CPU temperatures alert
-    when they fall silent or vanish."""
-    limits, unit = series.limits, UNIT_TEXT.get(series.kind, "")
+    """A BMC sensor's rules (homelab/monitoring/watch.py decides which): below its lower limit (fans:
+    `fan_floor` RPM where the inventory has none), above its upper limit, risen above or drifted off
+    its median of the last day, silent. Fans and CPU temperatures also alert when they vanish."""
+    watch, unit = series.watch or Watch(silent=False), UNIT_TEXT.get(series.kind, "")
     watched = series.kind in ("fanspeed", "percent") or series.cpu
     no_data: NoDataState = "Alerting" if watched else "OK"
-    low = limits.lower_critical if series.kind in ("fanspeed", "percent", "voltage") else None
-    low_source = "BMC lower critical"
-    if series.kind == "fanspeed" and low is None:
-        low, low_source = fan_floor, "monitoring.thresholds.fan_min_rpm"
-    high = limits.upper_critical if series.kind != "fanspeed" else None
+    low = fan_floor if watch.fan_floor else watch.low
+    low_source = FAN_FLOOR if watch.fan_floor else watch.low_source
     sides: tuple[tuple[str, float | None, Reducer, Op, str, str, str], ...] = (
         ("low", low, "min", "lt", "below", "1m", low_source),
-        ("high", high, "max", "gt", "above", "2m", "BMC upper critical"),
+        ("high", watch.high, "max", "gt", "above", "2m", watch.high_source),
     )
     specs = [
         AlertSpec(
-            uid(series.type, series.type_instance, side), f"{series.label} {word} {limit:g}{unit}", series.path,
-            reducer, op, limit, wait, f"{series.label} {word} {limit:g}{unit} ({source})", no_data,
+            uid(series.type, series.type_instance, side), f"{series.label} {word} {limit:g}{unit}", series.target,
+            reducer, op, limit, wait, f"{series.label} {word} {limit:g}{unit} ({_source(source)})", no_data,
         )
         for side, limit, reducer, op, word, wait, source in sides
         if limit is not None
     ]  # fmt: skip
-    if watched:
+    specs += _baseline_specs(series, watch, unit)
+    if watch.silent:
         specs.append(silent(uid("silent", series.type, series.type_instance), series.label, series))
     return specs
+
+
+def _source(source: str) -> str:
+    return "the inventory's limit" if source == INVENTORY else source
+
+
+def _baseline_specs(series: Series, watch: Watch, unit: str) -> list[AlertSpec]:
+    """Risen above (or, for a rail, drifted off) its median of the last day for the whole window. The
+    median is graphite-web's movingMedian over a day before each point: a sensor younger than a day is
+    compared with what it has."""
+    median = f"movingMedian({series.target},'{BASELINE}')"
+    found = []
+    if watch.rise is not None:
+        target = f"diffSeries({series.target},{median})"
+        word, value = "above its day median", watch.rise
+    elif watch.drift is not None:
+        target = f"absolute(diffSeries({series.target},{median}))"
+        word, value = "off its day median", watch.drift
+    else:
+        return []
+    found.append(
+        AlertSpec(
+            uid(series.type, series.type_instance, "baseline"), f"{series.label} {value:g}{unit} {word}", target,
+            "min", "gt", value, "5m",
+            f"{series.label} has been {value:g}{unit} or more {word} for {WINDOW // 60} minutes "
+            f"({_source(watch.baseline_source)})",
+        )
+    )  # fmt: skip
+    return found
+
+
+def _state_specs(catalog: Catalog) -> list[AlertSpec]:
+    """A discrete sensor whose states are no longer those of discovery (a supply lost, a fan pulled, the
+    chassis opened); the summary names the states of discovery and each one-bit change in words."""
+    specs = []
+    for series in pick.bmc_states(catalog):
+        if series.states is None:
+            continue
+        type_ = series.state_type or "unknown"
+        seen = states.words(series.states, type_)
+        meanings = "; ".join(f"{value}: {text}" for value, text in states.changes(series.states, type_))
+        specs.append(
+            AlertSpec(
+                uid("state", series.type_instance), f"{series.label} changed state", series.path, "last",
+                "outside_range", series.states - 0.5, "0s",
+                f"{series.label} left its state at discovery ({series.states}: {seen}); now {{{{ $values.B.Value }}}}"
+                f" (IPMI {type_}: {meanings})", upper=series.states + 0.5,
+            )
+        )  # fmt: skip
+        if series.watch and series.watch.silent:
+            specs.append(silent(uid("silent", "state", series.type_instance), series.label, series))
+    return specs
+
+
+def _sel_specs(catalog: Catalog) -> list[AlertSpec]:
+    """Any new critical SEL entry (homelab's plugin counts them per read), at once: the entry itself is in
+    the BMC's log. No data is OK: the silent rules of the sensors read through the same plugin cover it."""
+    critical = pick.sel_critical(catalog)
+    if critical is None:
+        return []
+    return [
+        AlertSpec(
+            "sel-critical", "New critical SEL entry", critical.path, "max", "gt", 0, "0s",
+            "the BMC logged a critical event (a failure, an uncorrectable error, a critical limit crossed, "
+            "power or redundancy lost, an intrusion): `ipmitool sel elist` shows it",
+        )
+    ]  # fmt: skip
 
 
 def _bmc_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
     if plan.config.monitoring.ipmi.mode == "off":
         return []
     floor = plan.config.monitoring.thresholds.fan_min_rpm
-    return [spec for series in catalog.select(plugin="ipmi") for spec in _sensor_specs(series, floor)]
+    sensors = [spec for series in catalog.select(plugin="ipmi") for spec in _sensor_specs(series, floor)]
+    return sensors + _state_specs(catalog) + _sel_specs(catalog)
 
 
 def _disk_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
@@ -206,6 +275,10 @@ def alert_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
     return hardware + _certificate_specs(catalog) + _container_specs(catalog) + [heartbeat]
 
 
+def _params(spec: AlertSpec) -> list[float]:
+    return [spec.threshold] if spec.upper is None else [spec.threshold, spec.upper]
+
+
 def rule(spec: AlertSpec) -> dict[str, Any]:
     return {
         "uid": spec.uid,
@@ -236,7 +309,7 @@ def rule(spec: AlertSpec) -> dict[str, Any]:
                     "refId": "C",
                     "type": "threshold",
                     "expression": "B",
-                    "conditions": [{"evaluator": {"type": spec.op, "params": [spec.threshold]}}],
+                    "conditions": [{"evaluator": {"type": spec.op, "params": _params(spec)}}],
                 },
             },
         ],

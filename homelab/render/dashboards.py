@@ -13,6 +13,7 @@ from typing import Any, Literal
 from homelab.metrics import Catalog, Series
 from homelab.monitoring import selections as pick
 from homelab.monitoring.inventory import Limits
+from homelab.monitoring.states import StateType, changes, words
 from homelab.render.grafana import DATASOURCE_UID
 
 DS_LABEL = {
@@ -35,7 +36,8 @@ class Panel:
     kind: Literal["timeseries", "stat"] = "timeseries"
     width: int = 12
     limits: tuple[tuple[str, Limits], ...] = ()  # (legend name, the sensor's limits) drawn as lines
-    normal: tuple[tuple[str, int], ...] = ()  # (legend name, a discrete sensor's states at discovery)
+    # (legend name, a discrete sensor's states at discovery, its IPMI sensor type)
+    normal: tuple[tuple[str, int, StateType], ...] = ()
 
 
 def _steps(limits: Limits) -> list[dict[str, Any]]:
@@ -51,10 +53,14 @@ def _steps(limits: Limits) -> list[dict[str, Any]]:
     return steps
 
 
-def _state_override(name: str, states: int) -> dict[str, Any]:
-    """A discrete sensor shows "as discovered" in green while its states are those `discover` saw, else
+def _state_override(name: str, states: int, type_: StateType) -> dict[str, Any]:
+    """A discrete sensor shows "as discovered" and its states in words, in green, while its states are
+    those `discover` saw; a state one bit away in words (a supply failed, a fan gone), in red; any other
     the states number (the bits of `ipmitool sensor`'s status column) in orange."""
-    mapping = {"type": "value", "options": {str(states): {"text": "as discovered", "color": "green", "index": 0}}}
+    options = {str(states): {"text": f"as discovered: {words(states, type_)}", "color": "green", "index": 0}}
+    for index, (value, text) in enumerate(changes(states, type_), start=1):
+        options[str(value)] = {"text": text, "color": "red", "index": index}
+    mapping = {"type": "value", "options": options}
     return {
         "matcher": {"id": "byName", "options": name},
         "properties": [
@@ -65,7 +71,7 @@ def _state_override(name: str, states: int) -> dict[str, Any]:
 
 
 def _overrides(panel: Panel) -> list[dict[str, Any]]:
-    return [_state_override(name, states) for name, states in panel.normal] + [
+    return [_state_override(name, states, type_) for name, states, type_ in panel.normal] + [
         {
             "matcher": {"id": "byName", "options": name},
             "properties": [
@@ -83,7 +89,7 @@ def _legend(series: Series, label: str | None = None) -> str:
 
 
 def _alias(series: Series, label: str | None = None) -> str:
-    return f"alias({series.path},'{_legend(series, label)}')"
+    return f"alias({series.target},'{_legend(series, label)}')"
 
 
 def _with_ds(series: list[Series]) -> tuple[str, ...]:
@@ -122,13 +128,14 @@ def _thermals(c: Catalog) -> list[Panel]:
         *_series("Voltages", pick.bmc(c, "voltage")),
         *_series("Power", pick.bmc(c, "power") + pick.bmc(c, "current")),
         *_states("BMC status (discrete sensors)", pick.bmc_states(c)),
+        *_series("New SEL entries per interval", pick.sel_counts(c), width=24),
     ]
 
 
 def _states(title: str, series: list[Series]) -> list[Panel]:
     if not series:
         return []
-    normal = tuple((_legend(s), s.states) for s in series if s.states is not None)
+    normal = tuple((_legend(s), s.states, s.state_type or "unknown") for s in series if s.states is not None)
     return [Panel(title, series[0].unit, tuple(_alias(s) for s in series), "stat", 24, normal=normal)]
 
 

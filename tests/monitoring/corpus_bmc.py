@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,12 +258,15 @@ class CorpusBmc:
             emu.append(f"sensor_set_event_support 0x20 0 {s.number} enable scanning per-state {off} {off} {off} {off}")
             if s.threshold_command():
                 emu.append(str(s.threshold_command()))
-        emu.append("mc_enable 0x20")
+        # a SEL (up to 1000 entries; flags 0x0a: "add SEL entry" and "get SEL allocation info" supported)
+        # that platform events (`ipmitool event`) land in, as a real BMC's do
+        emu += ["sel_enable 0x20 1000 0x0a", "mc_enable 0x20"]
         (self.workdir / "bmc.emu").write_text("\n".join(emu) + "\n")
         auths = [f"    allowed_auths_{p} none md2 md5 straight" for p in ("callback", "user", "operator", "admin")]
+        self.console = e2e.free_port()  # ipmi_sim's command console: the test adds SEL entries through it
         (self.workdir / "lan.conf").write_text(
             "\n".join(
-                [f'name "{self.name}"', "set_working_mc 0x20", "  startlan 1",
+                [f'name "{self.name}"', f"console {self.address} {self.console}", "set_working_mc 0x20", "  startlan 1",
                  f"    addr {self.address} {e2e.IPMI_PORT}", "    priv_limit admin", *auths,
                  "    guid a123456789abcdefa123456789abcdef", "  endlan",
                  f'user 2 true "{e2e.BMC_USER}" "{e2e.BMC_PASSWORD}" admin 10 none md2 md5 straight', ""]
@@ -283,6 +287,20 @@ class CorpusBmc:
         tmp.write_text(f"{raw}\n")
         tmp.replace(self.value_file(sensor))
         return raw if sensor.row.discrete else sensor.scale.value(raw)
+
+    def add_sel(self, sensor_type: int, sensor_number: int, offset: int) -> None:
+        """A System Event Log entry as a BMC logs a sensor-specific event (record type 02h: timestamp,
+        generator 20h, EvM rev 04h, sensor type, number, event type 6Fh asserted, event data 1 = the
+        offset; IPMI 2.0 section 32.1), added through ipmi_sim's console."""
+        record = [0x02, 0, 0, 0, 0, 0x20, 0x00, 0x04, sensor_type, sensor_number, 0x6F, offset, 0xFF, 0xFF]
+        with socket.create_connection((self.address, self.console), timeout=10) as console:
+            console.sendall(("sel_add 0x20 " + " ".join(f"0x{b:02x}" for b in record) + "\n").encode())
+            answer = b""
+            while b"Added record" not in answer:
+                chunk = console.recv(4096)
+                if not chunk:
+                    raise RuntimeError(f"ipmi_sim {self.name} console: {answer!r}")
+                answer += chunk
 
     def stop(self) -> None:
         self.process.stop()

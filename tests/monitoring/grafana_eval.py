@@ -7,7 +7,8 @@ It follows Grafana's source, not its UI:
   for an empty series; `count` is the number of values; `last` is the last value (NaN when empty). With
   `settings.mode: dropNN` (ReduceModeDrop, pkg/apis/query/v0alpha1/expressions/reduce.go) the
   DropNonNumber mapper first removes nil, NaN and Inf values;
-- pkg/expr/threshold.go: `gt`/`lt` compare the reduced number; NaN compares false;
+- pkg/expr/threshold.go: `gt`/`lt` compare the reduced number, `outside_range`/`within_range` a range
+  with both ends excluded; NaN compares false;
 - pkg/services/ngalert: a query that returns no series is NoData, mapped by the rule's noDataState
   (OK -> Normal, Alerting -> Alerting, NoData -> NoData); otherwise the rule is Alerting when any
   series' condition is true. `evaluate` gives that one tick's outcome.
@@ -52,9 +53,15 @@ def reduce(reducer: str, values: list[float | None], mode: str | None = None) ->
     return float(table[reducer](numbers))
 
 
-def threshold(op: str, value: float, limit: float) -> bool:
+def threshold(op: str, value: float, limit: float, upper: float | None = None) -> bool:
+    """pkg/expr/threshold.go: gt, lt; outside_range [limit, upper] is `value < limit || value > upper`,
+    within_range `value > limit && value < upper` (both ends excluded)."""
     if math.isnan(value):
         return False
+    if op == "outside_range":
+        return value < limit or value > float(upper if upper is not None else limit)
+    if op == "within_range":
+        return limit < value < float(upper if upper is not None else limit)
     return value > limit if op == "gt" else value < limit
 
 
@@ -84,7 +91,8 @@ def evaluate(rule: dict[str, Any], render: Render) -> Result:
     condition = queries["C"]["model"]["conditions"][0]["evaluator"]
     mode = (reduce_model.get("settings") or {}).get("mode")
     values = tuple(reduce(reduce_model["reducer"], [v for v, _ts in s["datapoints"]], mode) for s in series)
-    firing = any(threshold(condition["type"], v, float(condition["params"][0])) for v in values)
+    params = [float(p) for p in condition["params"]]
+    firing = any(threshold(condition["type"], v, *params[:2]) for v in values)
     return Result("Alerting" if firing else "Normal", values, "breach" if firing else "normal")
 
 

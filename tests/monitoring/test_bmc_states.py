@@ -162,6 +162,57 @@ def test_collectd_conf_and_the_status_panel_carry_the_discrete_sensors(example_c
     panel = next(p for p in thermals["panels"] if p["title"] == "BMC status (discrete sensors)")
     assert len(panel["targets"]) == 13 and panel["type"] == "stat"
     fan = next(o for o in panel["fieldConfig"]["overrides"] if o["matcher"]["options"] == "Fan 1 Presence")
-    assert fan["properties"][0]["value"][0]["options"] == {
-        "640": {"text": "as discovered", "color": "green", "index": 0}
-    }
+    options = fan["properties"][0]["value"][0]["options"]
+    # 0x0280: offset 1 of generic type 08h (IPMI 2.0 Table 42-2), "Device Present", as ipmitool's sdr elist says
+    assert options["640"] == {"text": "as discovered: device present", "color": "green", "index": 0}
+    assert options[str(0x0080)] == {"text": "no state asserted", "color": "red", "index": 2}  # offset 1 cleared
+    assert options[str(0x0380)]["text"] == "device absent, device present"  # offset 0 set too
+
+
+# `ipmitool sel info` / `sel elist` as ipmitool 1.8.19 prints them for ipmi_sim (tests/monitoring/
+# test_corpus_pipeline.py adds such entries to a simulated BMC's SEL)
+SEL_INFO = (
+    "SEL Information\nVersion          : 1.5 (v1.5, v2 compliant)\nEntries          : {}\nFree Space : 16000 bytes\n"
+)
+SEL_ELIST = """\
+   1 |  Pre-Init  |0000001023| Power Supply #0x41 | Failure detected | Asserted
+   2 |  Pre-Init  |0000001023| Memory #0x42 | Correctable ECC | Asserted
+   3 | 12/02/2026 | 11:45:01 | Temperature #0x30 | Upper Critical going high | Asserted | Reading 90 > Threshold 85
+   4 | 12/02/2026 | 11:45:01 | Temperature #0x30 | Lower Non-critical going low | Asserted
+   5 | 12/02/2026 | 11:46:01 | Temperature #0x30 | Upper Critical going high | Deasserted
+   6 | 12/02/2026 | 11:47:01 | Memory #0x53 | Uncorrectable ECC | Asserted
+   7 | 12/02/2026 | 11:47:01 | Physical Security #0x51 | General Chassis intrusion | Asserted
+"""
+
+
+def test_sel_counts_and_its_critical_entries() -> None:
+    assert bmc_states.sel_entries(SEL_INFO.format(7)) == 7 and bmc_states.sel_entries("SEL has no entries") is None
+    # failure, upper critical, uncorrectable ECC, intrusion; not correctable ECC, non-critical, deasserted
+    assert bmc_states.critical_entries(SEL_ELIST) == 4
+
+
+def test_a_read_counts_new_sel_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    collectd = FakeCollectd()
+    reader = bmc_states.register(collectd)
+    reader.configure(Node("Module", ("bmc_states",), [Node("Sel", (True,))]))
+    entries = [3]
+    calls: list[list[str]] = []
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(argv[1:])
+        if argv[1:3] == ["sel", "info"]:
+            return subprocess.CompletedProcess(argv, 0, SEL_INFO.format(entries[0]), "")
+        last = int(argv[-1])
+        return subprocess.CompletedProcess(argv, 0, "".join(SEL_ELIST.splitlines(True)[-last:]), "")
+
+    monkeypatch.setattr(bmc_states.subprocess, "run", run)
+    reader.read()  # the first read: what the SEL held before is not new
+    entries[0] = 7
+    reader.read()  # four new: the last four rows, two of them critical
+    entries[0] = 1
+    reader.read()  # cleared, then one entry
+    sel = [(d[2], d[3][0]) for d in collectd.dispatched]
+    assert sel == [("new", 0), ("critical", 0), ("new", 4), ("critical", 2), ("new", 1), ("critical", 1)]
+    assert calls == [["sel", "info"], ["sel", "info"], ["sel", "elist", "last", "4"], ["sel", "info"],
+                     ["sel", "elist", "last", "1"]]  # fmt: skip
+    assert not any(c == ["sensor"] for c in calls)  # no discrete sensor configured: no listing read

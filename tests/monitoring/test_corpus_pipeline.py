@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -33,30 +34,14 @@ from homelab.plan import build_plan
 from homelab.render import Rendering, render_all
 from homelab.render.collectd import collectd_conf
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, find_program, missing, write_secret
-from tests.monitoring import corpus_bmc, grafana_eval
+from tests.monitoring import alert_coverage, corpus_bmc, grafana_eval
 from tests.monitoring import e2e_support as e2e
 
 pytestmark = pytest.mark.real
 
-CORPUS = Path(__file__).parent.parent / "fixtures" / "sdr-corpus"
+CORPUS = alert_coverage.CORPUS
 INTERVAL = 5
-# board (its collectd host name) -> the listings it is built from (thresholds from the `sensor` one)
-BOARDS = {
-    "dell-r720": ["dell-poweredge-r720-ipmitool-sdr-type-temp-fan.txt"],  # two sensors named "Temp"
-    "hpe-dl360-gen9": [  # fans in percent, power, upper thresholds only
-        "hpe-proliant-dl360-gen9-ipmitool-sdr-elist.txt",
-        "hpe-proliant-dl360-gen9-ipmitool-sensor.txt",
-    ],
-    "x8dtu-f": ["supermicro-x8dtu-f-ipmitool-sensor.txt"],  # -12V, six thresholds, no entity ids
-    "c2750d4i": ["asrock-c2750d4i-ipmi-sensors.txt"],  # FreeIPMI listing, absent fans, no thresholds
-    "esc8000a-e12": [  # AMI firmware: every entity instance .0, six thresholds on the rails
-        "asus-esc8000a-e12-ipmitool-sdr-elist.txt",
-        "asus-esc8000a-e12-ipmitool-sensor.txt",
-    ],
-    "sm-atom": ["supermicro-unnamed-atom-board-ipmitool-sdr-elist-full.txt"],  # `sdr elist full`
-    "hpe-dl360-gen10": ["hpe-proliant-dl360-gen10-ipmitool-sdr-elist-TRUNCATED.txt"],  # iLO 5
-    "dell-idrac6": ["dell-poweredge-unnamed-idrac6-ipmitool-sdr-elist-all-TRUNCATED.txt"],  # `sdr elist all`
-}
+BOARDS = alert_coverage.BOARDS  # board (its collectd host name) -> the listings it is built from
 GONE = ("dell-r720", "Fan6")  # discovered, then missing from the BMC when collection starts
 
 
@@ -70,8 +55,10 @@ class Board:
     config: Path
 
     def rules(self) -> list[dict[str, Any]]:
+        """The BMC's rules: its analog sensors', its discrete sensors' and the SEL's."""
         rules = yaml.safe_load(self.rendering.files["monitoring/grafana/provisioning/alerting/rules.yaml"])
-        return [r for g in rules["groups"] for r in g["rules"] if ".ipmi." in r["data"][0]["model"]["target"]]
+        bmc = re.compile(r"\.(ipmi|bmc_state|bmc_sel)\.")
+        return [r for g in rules["groups"] for r in g["rules"] if bmc.search(r["data"][0]["model"]["target"])]
 
     def targets(self) -> list[str]:
         found = []
@@ -281,6 +268,39 @@ def _wait_pending(pipe: Pipeline, board: str, uid: str) -> float:
     return took
 
 
+def test_every_sensor_with_a_reading_is_inside_an_alert_rule_with_data(pipeline: Pipeline) -> None:
+    """Each row of each listing with a reading or states (but the one removed from the BMC) is read by a
+    rule on its value (a limit, a baseline, a state change) besides its silent rule, and that rule's
+    query returns numbers from the real collectd, carbon and graphite-web."""
+    from homelab.discover import inventory_path
+    from homelab.monitoring import inventory
+
+    watched: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for board in pipeline.boards.values():
+        found = inventory.load(inventory_path(load(board.config)))
+        rules = board.rules()
+        for row, _entry, path in alert_coverage.series_of(board.name, board.rows, found):
+            valued = [r for r in rules if alert_coverage.reads(r["data"][0]["model"]["target"], path)
+                      and not r["uid"].startswith("silent")]  # fmt: skip
+            assert valued, (board.name, row.name)
+            watched.setdefault(board.name, []).append((row.name, valued[0]))
+    without: dict[str, list[str]] = {}
+
+    def all_with_data() -> bool:
+        without.clear()
+        for board, pairs in watched.items():
+            for name, rule in pairs:
+                if not grafana_eval.evaluate(rule, pipeline.render).values:
+                    without.setdefault(board, []).append(name)
+        return not without
+
+    try:
+        e2e.wait_until(all_with_data, 24 * INTERVAL, "rules without data", step=2)
+    except TimeoutError:
+        pytest.fail(f"sensors whose alert rule has no data: {without}")
+    print(f"sensors inside a rule with data per board: { {b: len(p) for b, p in watched.items()} }")
+
+
 def test_every_bmc_rule_evaluates_to_a_number_and_only_the_gone_sensor_alerts(pipeline: Pipeline) -> None:
     gone_board, gone = pipeline.boards[GONE[0]], GONE[1]
     results: dict[str, grafana_eval.Result] = {}
@@ -354,15 +374,55 @@ def test_a_discrete_sensor_is_on_the_status_panel_and_its_change_shows(pipeline:
     assert panel["type"] == "stat"
     target = next(t["target"] for t in panel["targets"] if t["target"].endswith(",'Fan 1 Presence')"))
     override = next(o for o in panel["fieldConfig"]["overrides"] if o["matcher"]["options"] == "Fan 1 Presence")
-    [normal] = override["properties"][0]["value"][0]["options"]
+    options = override["properties"][0]["value"][0]["options"]
+    [normal] = [value for value, shown in options.items() if shown["text"].startswith("as discovered")]
     assert int(normal) == 0x0200  # the listing's 0x0280, less the reserved bit ipmi_sim leaves clear
+    # generic type 08h (IPMI 2.0 Table 42-2): offset 1 "device present"; offset 1 cleared: none asserted
+    assert options[normal]["text"] == "as discovered: device present" and options["0"]["text"] == "no state asserted"
     e2e.wait_until(lambda: _last_number(pipeline, target) == int(normal), 12 * INTERVAL, "no discovered state")
     sensor = board.bmc.sensor("Fan 1 Presence")
-    board.bmc.set(sensor, 0x01)
+    board.bmc.set(sensor, 0x00)  # the fan pulled: "Device Present" deasserted
     try:
-        e2e.wait_until(lambda: _last_number(pipeline, target) == 0x0100, 12 * INTERVAL, "state change not seen")
+        e2e.wait_until(lambda: _last_number(pipeline, target) == 0, 12 * INTERVAL, "state change not seen")
     finally:
         board.bmc.set(sensor, sensor.row.states or 0)
+
+
+def _wait_alerting(pipe: Pipeline, cases: list[tuple[str, str]]) -> None:
+    """Wait until each (board, rule uid) is Alerting, evaluated tick by tick as Grafana would."""
+    for board, uid in cases:
+        rule = next(r for r in pipe.boards[board].rules() if r["uid"] == uid)
+        instance = grafana_eval.Instance(rule)
+
+        def alerting(rule: dict[str, Any] = rule, instance: grafana_eval.Instance = instance) -> bool:
+            return instance.step(grafana_eval.evaluate(rule, pipe.render), time.monotonic()) == "Alerting"
+
+        e2e.wait_until(alerting, 12 * INTERVAL, f"{board} {uid} never fired", step=1)
+
+
+def _wait_normal(pipe: Pipeline, board: str, uid: str) -> None:
+    e2e.wait_until(lambda: _state(pipe, board, uid).state == "Normal", 12 * INTERVAL, f"{board} {uid} not Normal")
+
+
+def test_a_discrete_sensor_s_change_fires_its_state_rule(pipeline: Pipeline) -> None:
+    """A power supply's input lost (ASUS' `PSU1 AC Lost`, offset 3 of a power supply sensor) and a fan
+    pulled (HPE's `Fan 1 Presence`): each sensor's state rule fires, and goes back to Normal with it."""
+    cases = [("esc8000a-e12", "PSU1 AC Lost", 0x08, "state-psu1-ac-lost"),
+             ("hpe-dl360-gen9", "Fan 1 Presence", 0x00, "state-fan-1-presence")]  # fmt: skip
+    for board, _name, _value, uid in cases:  # (the status panel's test has just put Fan 1 back)
+        _wait_normal(pipeline, board, uid)
+    changed = []
+    try:
+        for board, name, value, _uid in cases:
+            sensor = pipeline.boards[board].bmc.sensor(name)
+            pipeline.boards[board].bmc.set(sensor, value)
+            changed.append((pipeline.boards[board].bmc, sensor))
+        _wait_alerting(pipeline, [(board, uid) for board, _n, _v, uid in cases])
+    finally:
+        for bmc, sensor in changed:
+            bmc.set(sensor, sensor.row.states or 0)
+    for board, _name, _value, uid in cases:
+        _wait_normal(pipeline, board, uid)
 
 
 def test_check_reports_the_sensor_that_left_the_bmc(pipeline: Pipeline) -> None:
@@ -405,3 +465,21 @@ def test_the_thermal_panels_of_a_corpus_board_draw(pipeline: Pipeline, tmp_path:
         if keep:
             e2e.docs_img(keep).mkdir(parents=True, exist_ok=True)
             (e2e.docs_img(keep) / f"corpus-hpe-dl360-gen9--{graph.file_name.split('--')[1]}").write_bytes(png)
+
+
+def test_a_new_critical_sel_entry_fires_and_a_correctable_one_does_not(pipeline: Pipeline) -> None:
+    """ASUS: a power supply failure (sensor type 08h, offset 1) logged in the SEL fires the SEL rule;
+    HPE: a correctable ECC (0Ch, offset 0) is counted as a new entry, and fires nothing."""
+    asus, hpe = pipeline.boards["esc8000a-e12"], pipeline.boards["hpe-dl360-gen9"]
+    hpe_new = next(s.path for s in hpe.catalog.series if s.plugin == "bmc_sel" and s.type_instance == "new")
+    assert _state(pipeline, asus.name, "sel-critical").state == "Normal"
+    asus.bmc.add_sel(0x08, 0x41, 1)
+    hpe.bmc.add_sel(0x0C, 0x42, 0)
+    _wait_alerting(pipeline, [(asus.name, "sel-critical")])
+
+    def counted() -> bool:
+        answer = pipeline.render(hpe_new, 12 * INTERVAL)
+        return bool(answer) and any(v for v, _ts in answer[0]["datapoints"])
+
+    e2e.wait_until(counted, 12 * INTERVAL, "the new SEL entry was not counted")
+    assert _state(pipeline, hpe.name, "sel-critical").state == "Normal"

@@ -115,3 +115,15 @@ def test_every_rendered_rule_has_a_pending_period_and_states_the_evaluator_knows
     rules = yaml.safe_load(example_rendering.files["monitoring/grafana/provisioning/alerting/rules.yaml"])
     for r in rules["groups"][0]["rules"]:
         assert seconds(r["for"]) >= 0 and r["noDataState"] in NO_DATA and r["execErrState"] in ERROR, r["uid"]
+
+
+def test_outside_and_within_range_exclude_their_ends() -> None:
+    # pkg/expr/threshold.go: outside_range is value < min || value > max; within_range min < value < max
+    assert threshold("outside_range", 639.0, 639.5, 640.5) and threshold("outside_range", 641.0, 639.5, 640.5)
+    assert not threshold("outside_range", 640.0, 639.5, 640.5) and not threshold("outside_range", math.nan, 0, 1)
+    assert threshold("within_range", 1.0, 0, 2) and not threshold("within_range", 2.0, 0, 2)
+    state = {**rule("last", "outside_range", 639.5, "dropNN"), "for": "0s"}
+    state["data"][2]["model"]["conditions"][0]["evaluator"]["params"] = [639.5, 640.5]
+    assert evaluate(state, lambda t, s: answer(640.0, 640.0, None)).state == "Normal"
+    assert evaluate(state, lambda t, s: answer(640.0, 896.0, None)).state == "Alerting"  # a new bit set
+    assert evaluate(state, lambda t, s: answer(896.0, 640.0, None)).state == "Normal"  # and back
