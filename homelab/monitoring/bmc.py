@@ -12,8 +12,6 @@ from homelab.monitoring.inventory import BmcEntry, Inventory, Limits
 from homelab.monitoring.watch import SERIES_KIND, Watch, in_percent
 from homelab.profiles import BmcSensor, Profile
 
-# the collectd plugin name homelab's python plugin (bmc_states.py) gives discrete sensors' states
-STATE_PLUGIN = "bmc_state"
 # characters a rename rule may name literally (anything else matches as "any character")
 _PLAIN = re.compile(r"[A-Za-z0-9 _,:;@%&=#'~<>-]")
 

@@ -21,9 +21,8 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
-from homelab.monitoring.bmc_states import SEL_PLUGIN
-from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
+from homelab.monitoring.plugins import CONTAINER_PLUGIN, SEL_PLUGIN, STATE_PLUGIN
 from homelab.monitoring.watch import Watch
 from homelab.profiles import Profile
 
@@ -89,7 +88,7 @@ class Builder:
                 self.series.append(
                     Series(
                         host,
-                        bmc.STATE_PLUGIN,
+                        STATE_PLUGIN,
                         "",
                         "gauge",
                         e.key,

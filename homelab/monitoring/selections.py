@@ -6,7 +6,7 @@ from __future__ import annotations
 from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
 from homelab.metrics import Catalog, Series
-from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
+from homelab.monitoring.plugins import CONTAINER_PLUGIN, SEL_PLUGIN, STATE_PLUGIN
 
 
 def cpu_temperatures(catalog: Catalog) -> list[Series]:
@@ -21,14 +21,12 @@ def bmc(catalog: Catalog, type_: str) -> list[Series]:
 
 def bmc_states(catalog: Catalog) -> list[Series]:
     """The BMC's discrete sensors: their asserted states (homelab's bmc_states plugin)."""
-    from homelab.monitoring.bmc import STATE_PLUGIN
 
     return catalog.select(plugin=STATE_PLUGIN)
 
 
 def sel_counts(catalog: Catalog) -> list[Series]:
     """The BMC's new System Event Log entries per read, all and critical ones (homelab's bmc_states plugin)."""
-    from homelab.monitoring.bmc_states import SEL_PLUGIN
 
     return catalog.select(plugin=SEL_PLUGIN)
 

@@ -1,7 +1,7 @@
 """collectd's files: collectd.conf from the metric catalog, the BMC include (a secret), the backup
 status program (the certificate expiry program is a fixed file: homelab/certs/cert-expiry.sh, the
-discrete sensors' python plugin another: homelab/monitoring/bmc_states.py, the containers' python plugin
-a third: homelab/monitoring/containers.py)."""
+discrete sensors' python plugin another: homelab/collectd_plugins/bmc_states.py, the containers' python plugin
+a third: homelab/collectd_plugins/containers.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ SOCKET = "/run/collectd.sock"
 EXEC_USER = "nobody"
 BACKUP_STATUS_PROGRAM = "/usr/local/lib/homelab/backup-status"
 PYTHON_MODULE_DIR = "/usr/local/lib/homelab"  # where the collectd image installs bmc_states.py
-BMC_STATES_MODULE = Path(__file__).parent.parent / "monitoring" / "bmc_states.py"
-CONTAINERS_MODULE = Path(__file__).parent.parent / "monitoring" / "containers.py"
+BMC_STATES_MODULE = Path(__file__).parent.parent / "collectd_plugins" / "bmc_states.py"
+CONTAINERS_MODULE = Path(__file__).parent.parent / "collectd_plugins" / "containers.py"
 # where the collectd service mounts the host's cgroups and the engine's containers folder (compose/monitoring.yaml)
 CGROUP_ROOT = "/host/sys/fs/cgroup"
 CONTAINERS_DIR = "/host/var/lib/docker/containers"

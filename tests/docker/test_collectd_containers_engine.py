@@ -1,4 +1,4 @@
-"""Issue 20: the containers plugin (homelab/monitoring/containers.py) inside the REAL collectd image, run
+"""Issue 20: the containers plugin (homelab/collectd_plugins/containers.py) inside the REAL collectd image, run
 as the rendered compose runs the collectd service: the image from the rendered Dockerfile (the packages its
 `apt-get install` names, the files its COPY lines copy, its CMD), and the service's own keys from the
 rendered monitoring/compose.yaml translated to `docker run` (cap_drop ALL + exactly the facts' cap_add,
@@ -249,7 +249,7 @@ def test_the_only_cgroup_v2_read_this_hybrid_host_allows(engine, tmp_path: Path)
     from it the CPU time v1's cpuacct.usage counts. Its memory files are not there (memory is bound to its
     v1 hierarchy), so the plugin pointed at that hierarchy says so, once, instead of silently sending no
     memory and no CPU for any container; pointed at /sys/fs/cgroup (the rendered mount) it reads v1."""
-    from homelab.monitoring import containers as plugin
+    from homelab.collectd_plugins import containers as plugin
     from tests.monitoring.test_containers import FakeCollectd
 
     unified = "/sys/fs/cgroup/unified"

@@ -1,4 +1,4 @@
-"""The discrete sensors' collectd python plugin (homelab/monitoring/bmc_states.py) outside collectd:
+"""The discrete sensors' collectd python plugin (homelab/collectd_plugins/bmc_states.py) outside collectd:
 its reading of `ipmitool sensor` (the corpus listings), of the ipmi include homelab renders, and what
 it dispatches; and how discovery, collectd.conf and the dashboard carry discrete sensors. The real
 collectd runs it in tests/monitoring/test_corpus_pipeline.py."""
@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from homelab import discover as disc
+from homelab.collectd_plugins import bmc_states
 from homelab.config.loader import load
 from homelab.layout import COLLECTD_IPMI_INCLUDE
 from homelab.metrics import catalog_for
-from homelab.monitoring import bmc_states
 from homelab.monitoring import inventory as inv
 from homelab.plan import build_plan
 from homelab.render import render_all

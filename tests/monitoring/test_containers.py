@@ -1,4 +1,4 @@
-"""The containers' collectd python plugin (homelab/monitoring/containers.py) outside collectd, on cgroup
+"""The containers' collectd python plugin (homelab/collectd_plugins/containers.py) outside collectd, on cgroup
 trees written here in the kernel's formats (Documentation/admin-guide/cgroup-v2.rst: memory.current,
 memory.max "max", memory.events "low/high/max/oom/oom_kill/oom_group_kill", cpu.stat usage_usec;
 cgroup-v1/memory.rst: memory.usage_in_bytes, memory.oom_control, cpuacct.usage in ns) and engine
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from homelab.collectd_plugins import containers as plugin
 from homelab.metrics import Series
-from homelab.monitoring import containers as plugin
 from homelab.render.alerts import RESTARTS, alert_specs
 from homelab.render.collectd import collectd_conf
 

@@ -1,5 +1,5 @@
 """Issue 20's runaway proof in monitoring, on the real engine: the real collectd 5.12 runs the rendered
-collectd.conf's containers plugin (homelab/monitoring/containers.py) against this host's real cgroups
+collectd.conf's containers plugin (homelab/collectd_plugins/containers.py) against this host's real cgroups
 and the engine's real container records; carbon-cache and graphite-web store and answer; the Containers
 dashboard's targets return data and the alert rules, evaluated with Grafana's semantics
 (tests/monitoring/grafana_eval.py), breach after the OOM kill (and after three restarts), not before.
