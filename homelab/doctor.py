@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from homelab.checks import Check, Level
-from homelab.discover import drift_report
 from homelab.errors import CommandFailed, HomelabError
 from homelab.host import ACME_MODE, acme_json_path, acme_state
 from homelab.images.budget import Budget
 from homelab.memory import ArcPlan, host_budget, plan_arc
+from homelab.monitoring.discover import drift_report
 from homelab.plan_model import Plan
 from homelab.runtime.docker import Docker, Engine
 from homelab.runtime.ipmi import BmcReader
@@ -56,7 +56,7 @@ def memory_checks(box: Budget, arc_of: Callable[[int], ArcPlan]) -> Iterator[Che
 
 
 def _sensors(plan: Plan, bmc: BmcReader | None) -> Iterator[Check]:
-    """The BMC now against the sensor inventory (homelab/discover.py), when both exist."""
+    """The BMC now against the sensor inventory (homelab/monitoring/discover.py), when both exist."""
     if bmc is not None and plan.inventory is not None:
         for level, detail in drift_report(bmc, plan.inventory):
             yield Check(level, "sensors", detail)

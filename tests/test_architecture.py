@@ -40,7 +40,7 @@ def test_shared_names_import_nothing_of_homelab() -> None:
 
 
 PURE = (
-    "config", "profiles", "catalog.py", "plan.py", "plan_model.py", "apps", "metrics.py", "monitoring", "render",
+    "config", "profiles", "catalog.py", "plan.py", "plan_model.py", "apps", "monitoring", "render",
     "layout.py", "certs/expiry.py", "yamlio.py", "images/budget.py",
 )  # fmt: skip
 PURE_MODULES = {"homelab." + p.removesuffix(".py").replace("/", ".") for p in PURE} | {"homelab.errors"}
@@ -61,6 +61,7 @@ def _homelab_imports(path: Path) -> set[str]:
 
 def test_load_plan_and_render_import_nothing_below_them() -> None:
     files = [p for name in PURE for p in ([PACKAGE / name] if name.endswith(".py") else (PACKAGE / name).rglob("*.py"))]
+    files = [p for p in files if p.name not in ("discover.py", "delivery.py", "snapshot.py")]  # monitoring's verbs
     assert len(files) > 15, files
     wrong = {
         f"{path.relative_to(REPO)} imports {module}"

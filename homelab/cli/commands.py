@@ -78,9 +78,9 @@ def doctor(config: ConfigOption = DEFAULT_CONFIG, as_json: JsonOption = False) -
     """Preflight: docker + compose, ports, DNS names, ZFS, acme.json, free disk, the memory budget against
     this machine's RAM and the ZFS ARC cap."""
     from homelab.config.loader import load
-    from homelab.discover import bmc_reader
     from homelab.doctor import run_checks
     from homelab.memory import host_budget
+    from homelab.monitoring.discover import bmc_reader
     from homelab.plan import build_plan
 
     loaded = load(config)

@@ -26,7 +26,7 @@ def _monitor() -> None:
 def size(config: ConfigOption = DEFAULT_CONFIG) -> None:
     """Print how many Graphite series collectd sends and the whisper bytes they take (preallocated)."""
     from homelab.config.loader import load
-    from homelab.metrics import catalog_for
+    from homelab.monitoring.series import catalog_for
     from homelab.plan import build_plan
 
     catalog = catalog_for(build_plan(load(config)))
@@ -57,8 +57,8 @@ def snapshot(
 ) -> None:
     """Draw PNG graphs of the dashboards' main panels with graphite-web (for docs and reports)."""
     from homelab.config.loader import load
-    from homelab.metrics import catalog_for
-    from homelab.monitoring_snapshot import snapshot as take_snapshot
+    from homelab.monitoring.series import catalog_for
+    from homelab.monitoring.snapshot import snapshot as take_snapshot
     from homelab.plan import build_plan
     from homelab.render.dashboards import dashboards
 
@@ -83,7 +83,7 @@ def discover(config: ConfigOption = DEFAULT_CONFIG) -> None:
     the disks and their SMART support (smartctl), the network cards and the ZFS pools into the inventory
     file `monitoring.inventory` names; edits of an existing one are kept."""
     from homelab.config.loader import load
-    from homelab.discover import bmc_reader, discover_into
+    from homelab.monitoring.discover import bmc_reader, discover_into
     from homelab.runtime.hwmon import Host
     from homelab.runtime.smart import Smartctl
     from homelab.runtime.zfs import ZfsCli
@@ -104,9 +104,9 @@ def check(config: ConfigOption = DEFAULT_CONFIG) -> None:
     """Compare the inventory with what the BMC and ZFS report now: sensors and pools gone or new. Exit 1
     on drift."""
     from homelab.config.loader import load
-    from homelab.discover import bmc_reader, inventory_path
-    from homelab.discover import check as compare
     from homelab.monitoring import inventory
+    from homelab.monitoring.discover import bmc_reader, inventory_path
+    from homelab.monitoring.discover import check as compare
     from homelab.runtime.zfs import ZfsCli
 
     loaded = load(config)
@@ -129,7 +129,7 @@ def test_alert(config: ConfigOption = DEFAULT_CONFIG) -> None:
     """Send a test notification with exactly the settings Grafana gets: a mail to contact_email through
     monitoring.smtp, a POST to monitoring.webhook. Exit 2 when one cannot be delivered."""
     from homelab.config.loader import load
-    from homelab.notify import test_alert as send
+    from homelab.monitoring.delivery import test_alert as send
 
     deliveries = send(load(config))
     for delivery in deliveries:

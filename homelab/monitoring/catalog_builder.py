@@ -1,4 +1,4 @@
-"""Builds the metric catalog (homelab/metrics.py): the collectd plugins and the series each sends,
+"""Builds the metric catalog (homelab/monitoring/series.py): the collectd plugins and the series each sends,
 one group of plugins per method."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from homelab.certs.expiry import TYPE as CERT_TYPE
 from homelab.certs.expiry import TYPE_INSTANCE as CERT_TYPE_INSTANCE
 from homelab.config.models import Config
 from homelab.layout import project_name
-from homelab.metrics import (
+from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
+from homelab.monitoring.plugins import CONTAINER_PLUGIN, SEL_PLUGIN, STATE_PLUGIN
+from homelab.monitoring.series import (
     CPU_STATES,
     MEMORY_STATES,
     MULTI_DS,
@@ -21,8 +23,6 @@ from homelab.metrics import (
     Series,
     df_instance,
 )
-from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
-from homelab.monitoring.plugins import CONTAINER_PLUGIN, SEL_PLUGIN, STATE_PLUGIN
 from homelab.monitoring.watch import Watch
 from homelab.profiles import Profile
 

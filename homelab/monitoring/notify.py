@@ -1,6 +1,6 @@
 """Where alerts go: Grafana's SMTP settings (GF_SMTP_*, the password as a secret file) and the
 contact points, from `monitoring.smtp`, `monitoring.contact_email` and `monitoring.webhook`.
-homelab/notify.py sends a test through exactly these settings."""
+homelab/monitoring/delivery.py sends a test through exactly these settings."""
 
 from __future__ import annotations
 

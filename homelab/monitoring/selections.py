@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
-from homelab.metrics import Catalog, Series
 from homelab.monitoring.plugins import CONTAINER_PLUGIN, SEL_PLUGIN, STATE_PLUGIN
+from homelab.monitoring.series import Catalog, Series
 
 
 def cpu_temperatures(catalog: Catalog) -> list[Series]:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from homelab.certs.expiry import ALERT_DAYS
-from homelab.metrics import SMART_FAILURE_ATTRIBUTES, Catalog, Series
 from homelab.monitoring import selections as pick
 from homelab.monitoring import states
+from homelab.monitoring.series import SMART_FAILURE_ATTRIBUTES, Catalog, Series
 from homelab.monitoring.watch import FAN_FLOOR, INVENTORY, UNIT_TEXT, Watch
 from homelab.plan_model import Plan
 from homelab.render.grafana import DATASOURCE_UID, FOLDER

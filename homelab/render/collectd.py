@@ -11,7 +11,7 @@ from pathlib import Path
 from homelab.certs.expiry import PROGRAM as CERT_EXPIRY_PROGRAM
 from homelab.errors import ConfigError
 from homelab.layout import COLLECTD_IPMI_INCLUDE as IPMI_INCLUDE
-from homelab.metrics import ESCAPE, PREFIX, Catalog
+from homelab.monitoring.series import ESCAPE, PREFIX, Catalog
 from homelab.plan_model import CARBON_PORT, Plan
 from homelab.render.templating import render_template
 

@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from homelab.metrics import Catalog, Series
 from homelab.monitoring import selections as pick
 from homelab.monitoring.inventory import Limits
+from homelab.monitoring.series import Catalog, Series
 from homelab.monitoring.states import StateType, changes, words
 from homelab.render.grafana import DATASOURCE_UID
 

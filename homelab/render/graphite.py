@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from homelab.metrics import Catalog
+from homelab.monitoring.series import Catalog
 from homelab.render.rendering import GENERATED_MARK
 
 

@@ -1,4 +1,4 @@
-"""The monitoring stack's files, all from the one metric catalog (homelab/metrics.py); one module per
+"""The monitoring stack's files, all from the one metric catalog (homelab/monitoring/series.py); one module per
 target: collectd (render/collectd.py), carbon (render/graphite.py), Grafana provisioning
 (render/grafana.py), alert rules (render/alerts.py) and dashboards (render/dashboards.py)."""
 
@@ -8,8 +8,8 @@ import json
 
 from homelab.certs.expiry import script as cert_expiry_script
 from homelab.layout import COLLECTD_IPMI_SECRET
-from homelab.metrics import catalog_for
 from homelab.monitoring.notify import contact_points
+from homelab.monitoring.series import catalog_for
 from homelab.plan_model import Plan
 from homelab.render import alerts, collectd, dashboards, grafana, graphite
 from homelab.render.rendering import GENERATED_MARK, Rendering

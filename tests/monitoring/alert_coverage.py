@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 
 from homelab.config.loader import load
-from homelab.discover import discover
-from homelab.metrics import catalog_for, escape
 from homelab.monitoring import inventory as inv
+from homelab.monitoring.discover import discover
+from homelab.monitoring.series import catalog_for, escape
 from homelab.plan import build_plan
 from homelab.render.alerts import alert_rules
 from tests.monitoring import corpus_bmc

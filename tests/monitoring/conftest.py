@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from homelab.config.loader import load
-from homelab.metrics import Catalog, catalog_for
+from homelab.monitoring.series import Catalog, catalog_for
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render import Rendering, render_all

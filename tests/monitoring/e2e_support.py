@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from homelab.metrics import Catalog, Series
+from homelab.monitoring.series import Catalog, Series
 from homelab.profiles import BmcSensor, Profile
 from homelab.render.collectd import StandIn
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from homelab.metrics import escape
+from homelab.monitoring.series import escape
 from homelab.monitoring.states import bit
 from tests.conftest import EXAMPLE_SECRETS, missing, write_secret
 from tests.monitoring import e2e_support as e2e
@@ -266,7 +266,7 @@ def test_flapping(quality: Quality) -> None:
 def test_a_sensor_in_fahrenheit_is_converted_by_graphite_web(quality: Quality) -> None:
     """A BMC that reads °F: the query every panel and rule uses (Series.target) gives °C from the real
     graphite-web, and the °C limit of the inventory compares with that."""
-    from homelab.metrics import Series
+    from homelab.monitoring.series import Series
 
     series = Series("units", "ipmi", "", "temperature", "cpu_temp", None, "temperature", "CPU", fahrenheit=True)
     now = int(time.time()) // 10 * 10

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
-from homelab import discover as disc
 from homelab.collectd_plugins import bmc_states
 from homelab.config.loader import load
 from homelab.layout import COLLECTD_IPMI_INCLUDE
-from homelab.metrics import catalog_for
+from homelab.monitoring import discover as disc
 from homelab.monitoring import inventory as inv
+from homelab.monitoring.series import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.collectd import ipmi_conf

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from homelab.metrics import Retention, escape, retentions, whisper_size
+from homelab.monitoring.series import Retention, escape, retentions, whisper_size
 
 
 def test_escape_follows_write_graphite() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from homelab.collectd_plugins import containers as plugin
-from homelab.metrics import Series
+from homelab.monitoring.series import Series
 from homelab.render.alerts import RESTARTS, alert_specs
 from homelab.render.collectd import collectd_conf
 

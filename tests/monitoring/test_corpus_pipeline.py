@@ -27,9 +27,9 @@ import pytest
 import yaml
 
 from homelab.config.loader import load
-from homelab.discover import bmc_reader, discover_into
 from homelab.layout import COLLECTD_IPMI_SECRET as IPMI_SECRET
-from homelab.metrics import Catalog, catalog_for
+from homelab.monitoring.discover import bmc_reader, discover_into
+from homelab.monitoring.series import Catalog, catalog_for
 from homelab.plan import build_plan
 from homelab.render import Rendering, render_all
 from homelab.render.collectd import collectd_conf
@@ -272,8 +272,8 @@ def test_every_sensor_with_a_reading_is_inside_an_alert_rule_with_data(pipeline:
     """Each row of each listing with a reading or states (but the one removed from the BMC) is read by a
     rule on its value (a limit, a baseline, a state change) besides its silent rule, and that rule's
     query returns numbers from the real collectd, carbon and graphite-web."""
-    from homelab.discover import inventory_path
     from homelab.monitoring import inventory
+    from homelab.monitoring.discover import inventory_path
 
     watched: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for board in pipeline.boards.values():
@@ -426,8 +426,8 @@ def test_a_discrete_sensor_s_change_fires_its_state_rule(pipeline: Pipeline) -> 
 
 
 def test_check_reports_the_sensor_that_left_the_bmc(pipeline: Pipeline) -> None:
-    from homelab.discover import check, inventory_path
     from homelab.monitoring import inventory
+    from homelab.monitoring.discover import check, inventory_path
 
     board = pipeline.boards[GONE[0]]
     loaded = load(board.config)
@@ -446,7 +446,7 @@ def test_carbon_stores_without_tagging(pipeline: Pipeline) -> None:
 def test_the_thermal_panels_of_a_corpus_board_draw(pipeline: Pipeline, tmp_path: Path) -> None:
     """PNGs of the HPE board's thermal panels (graphite-web draws them from the dashboard targets);
     HOMELAB_E2E_DOCS_IMG=docs/img keeps them for docs/monitoring.md."""
-    from homelab.monitoring_snapshot import PNG_MAGIC, panel_graphs, render_png
+    from homelab.monitoring.snapshot import PNG_MAGIC, panel_graphs, render_png
 
     board = pipeline.boards["hpe-dl360-gen9"]
     boards = {

@@ -13,13 +13,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from homelab import discover as disc
 from homelab.cli.monitor import monitor_app
 from homelab.config.loader import load
 from homelab.errors import ConfigError
-from homelab.metrics import catalog_for
+from homelab.monitoring import discover as disc
 from homelab.monitoring import inventory as inv
 from homelab.monitoring.bmc import rename_rules
+from homelab.monitoring.series import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.runtime import ipmi

@@ -30,7 +30,7 @@ import yaml
 
 from homelab.config.loader import load
 from homelab.layout import COLLECTD_IPMI_SECRET as IPMI_SECRET
-from homelab.metrics import Catalog, catalog_for
+from homelab.monitoring.series import Catalog, catalog_for
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render import Rendering, render_all
@@ -315,7 +315,7 @@ def test_snapshot_renders_the_main_panels(pipeline: Pipeline, tmp_path: Path) ->
     from typer.testing import CliRunner
 
     from homelab.cli.monitor import monitor_app
-    from homelab.monitoring_snapshot import MAIN_PANELS, PNG_MAGIC
+    from homelab.monitoring.snapshot import MAIN_PANELS, PNG_MAGIC
 
     out = tmp_path / "img"
     if os.environ.get(DOCS_IMG_ENV):

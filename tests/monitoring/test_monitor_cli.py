@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from homelab.cli.monitor import monitor_app
 from homelab.config.loader import load
-from homelab.metrics import catalog_for
+from homelab.monitoring.series import catalog_for
 from homelab.plan import build_plan
 
 

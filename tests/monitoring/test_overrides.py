@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from homelab import discover as disc
 from homelab.config.loader import load
 from homelab.errors import ConfigError
-from homelab.metrics import catalog_for
+from homelab.monitoring import discover as disc
 from homelab.monitoring import inventory as inv
+from homelab.monitoring.series import catalog_for
 from homelab.plan import build_plan
 from homelab.render.alerts import alert_specs
 from homelab.render.dashboards import dashboard_targets, dashboards

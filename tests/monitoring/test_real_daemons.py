@@ -19,7 +19,7 @@ import yaml
 
 from homelab.config.loader import load
 from homelab.config.models import Ipmi
-from homelab.metrics import catalog_for
+from homelab.monitoring.series import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.collectd import (
@@ -228,8 +228,7 @@ def test_collectd_parses_the_rename_chain_of_hostile_sensor_names(
 ) -> None:
     """Sensor names with quotes, backslashes, parentheses and regex characters become rename rules
     collectd 5.12 accepts (match_regex compiles each one at load)."""
-    from homelab import discover
-    from homelab.monitoring import inventory
+    from homelab.monitoring import discover, inventory
 
     collectd = require_program("collectd")
     listing = "\n".join(

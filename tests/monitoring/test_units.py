@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from homelab.discover import discover
+from homelab.monitoring.discover import discover
 from homelab.monitoring.listing import parse
 from tests.conftest import EXAMPLE_SECRETS, write_secret
 from tests.monitoring.alert_coverage import Listed, rules_for
