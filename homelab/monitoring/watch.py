@@ -18,6 +18,7 @@ SERIES_KIND = {"temperature": "temperature", "fan": "fanspeed", "voltage": "volt
 INVENTORY = "inventory"  # the inventory's thresholds: the BMC's as discovered, or the user's
 SHOWN = {INVENTORY: "the inventory's limit: the BMC's, or yours"}
 PROFILE = "the hardware profile's limit"
+SILENT_WINDOW = 300  # seconds without a number that make a sensor silent
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Watch:
         if self.drift is not None:
             found.append(f"{self.drift:g}{unit} off its median of the last day ({shown(self.baseline_source)})")
         if self.silent:
-            found.append("silent: no reading for 5 minutes")
+            found.append(f"silent: no reading for {SILENT_WINDOW // 60} minutes")
         return found
 
 
@@ -164,7 +165,7 @@ def describe(entry: BmcEntry) -> list[str]:
             return []
         type_ = entry.sensor_type or "unknown"
         found = [f"any change from its states at discovery ({words(entry.states, type_)}; IPMI type {type_})"]
-        return found + (["silent: no reading for 5 minutes"] if entry.silent else [])
+        return found + ([f"silent: no reading for {SILENT_WINDOW // 60} minutes"] if entry.silent else [])
     if entry.kind not in SERIES_KIND:
         return []
     percent = in_percent(entry)

@@ -19,7 +19,7 @@ from homelab.certs.expiry import ALERT_DAYS
 from homelab.metrics import SMART_FAILURE_ATTRIBUTES, Catalog, Series
 from homelab.monitoring import selections as pick
 from homelab.monitoring import states
-from homelab.monitoring.watch import FAN_FLOOR, UNIT_TEXT, Watch, shown
+from homelab.monitoring.watch import FAN_FLOOR, SILENT_WINDOW, UNIT_TEXT, Watch, shown
 from homelab.plan import Plan
 from homelab.render.grafana import DATASOURCE_UID, FOLDER
 
@@ -28,7 +28,6 @@ Reducer = Literal["max", "min", "last", "count", "sum"]
 Op = Literal["gt", "lt", "outside_range"]
 REDUCE_MODE = "dropNN"
 WINDOW = 600  # seconds of data each rule looks at
-SILENT_WINDOW = 300
 RESTARTS = 3  # restarts of one service within RESTART_WINDOW that mean it is crash-looping
 RESTART_WINDOW = 900
 BASELINE = "1d"  # the median a rise or drift is measured from
