@@ -287,8 +287,13 @@ def merge(sdr: Listing, sensor: Listing) -> tuple[Sensor, ...]:
             merged.append(row)
             continue
         other = candidates.pop(0)
-        # a row without a reading only has a kind by its name: the other listing's unit knows better
+        # a row without a reading only has a kind by its name: the other listing's unit knows better; a
+        # sensor `ipmitool sensor` lists as discrete with states is one even where `sdr elist` shows a
+        # reading beside its state ("225 Watts, Presence detected"): collectd's ipmi plugin skips it,
+        # its states are what is watched
         kind = row.kind if row.reading is not None or other.kind == "other" else other.kind
+        if other.kind == "discrete" and other.states is not None:
+            kind = "discrete"
         reading = row.reading if row.reading is not None else other.reading
         merged.append(
             replace(

@@ -16,7 +16,9 @@ UNIT_TEXT = {"temperature": " °C", "fanspeed": " RPM", "percent": " %", "voltag
 SERIES_KIND = {"temperature": "temperature", "fan": "fanspeed", "voltage": "voltage", "current": "current",
                "power": "power"}  # fmt: skip
 INVENTORY = "inventory"  # the inventory's thresholds: the BMC's as discovered, or the user's
+SHOWN = {INVENTORY: "the inventory's limit: the BMC's, or yours"}
 PROFILE = "the hardware profile's limit"
+SILENT_WINDOW = 300  # seconds without a number that make a sensor silent
 
 
 @dataclass(frozen=True)
@@ -42,20 +44,25 @@ class Watch:
         found = []
         if self.low is not None or self.fan_floor:
             value = FAN_FLOOR if self.fan_floor else f"{self.low:g}{unit}"
-            found.append(f"below {value} ({self.low_source})")
+            found.append(f"below {value} ({shown(self.low_source)})")
         if self.high is not None:
-            found.append(f"above {self.high:g}{unit} ({self.high_source})")
+            found.append(f"above {self.high:g}{unit} ({shown(self.high_source)})")
         elif self.cpu_rule or self.disk_rule:
             found.append(
                 f"above monitoring.thresholds.{'cpu' if self.cpu_rule else 'disk'}_temp_c ({self.high_source})"
             )
         if self.rise is not None:
-            found.append(f"{self.rise:g}{unit} above its median of the last day ({self.baseline_source})")
+            found.append(f"{self.rise:g}{unit} above its median of the last day ({shown(self.baseline_source)})")
         if self.drift is not None:
-            found.append(f"{self.drift:g}{unit} off its median of the last day ({self.baseline_source})")
+            found.append(f"{self.drift:g}{unit} off its median of the last day ({shown(self.baseline_source)})")
         if self.silent:
-            found.append("silent: no reading for 5 minutes")
+            found.append(f"silent: no reading for {SILENT_WINDOW // 60} minutes")
         return found
+
+
+def shown(source: str) -> str:
+    """A limit's source in words, for the inventory's `alerts` and the alerts' summaries."""
+    return SHOWN.get(source, source)
 
 
 def _temperature(entry: BmcEntry, t: Limits, disk_c: float | None) -> Watch:
@@ -158,7 +165,7 @@ def describe(entry: BmcEntry) -> list[str]:
             return []
         type_ = entry.sensor_type or "unknown"
         found = [f"any change from its states at discovery ({words(entry.states, type_)}; IPMI type {type_})"]
-        return found + (["silent: no reading for 5 minutes"] if entry.silent else [])
+        return found + ([f"silent: no reading for {SILENT_WINDOW // 60} minutes"] if entry.silent else [])
     if entry.kind not in SERIES_KIND:
         return []
     percent = in_percent(entry)

@@ -19,7 +19,7 @@ from homelab.certs.expiry import ALERT_DAYS
 from homelab.monitoring import selections as pick
 from homelab.monitoring import states
 from homelab.monitoring.series import SMART_FAILURE_ATTRIBUTES, Catalog, Series
-from homelab.monitoring.watch import FAN_FLOOR, INVENTORY, UNIT_TEXT, Watch
+from homelab.monitoring.watch import FAN_FLOOR, SILENT_WINDOW, UNIT_TEXT, Watch, shown
 from homelab.plan_model import Plan
 from homelab.render.grafana import DATASOURCE_UID, FOLDER
 
@@ -28,7 +28,6 @@ Reducer = Literal["max", "min", "last", "count", "sum"]
 Op = Literal["gt", "lt", "outside_range"]
 REDUCE_MODE = "dropNN"
 WINDOW = 600  # seconds of data each rule looks at
-SILENT_WINDOW = 300
 RESTARTS = 3  # restarts of one service within RESTART_WINDOW that mean it is crash-looping
 RESTART_WINDOW = 900
 BASELINE = "1d"  # the median a rise or drift is measured from
@@ -100,7 +99,7 @@ def _sensor_specs(series: Series, fan_floor: float) -> list[AlertSpec]:
     specs = [
         AlertSpec(
             uid(series.type, series.type_instance, side), f"{series.label} {word} {limit:g}{unit}", series.target,
-            reducer, op, limit, wait, f"{series.label} {word} {limit:g}{unit} ({_source(source)})", no_data,
+            reducer, op, limit, wait, f"{series.label} {word} {limit:g}{unit} ({shown(source)})", no_data,
         )
         for side, limit, reducer, op, word, wait, source in sides
         if limit is not None
@@ -109,10 +108,6 @@ def _sensor_specs(series: Series, fan_floor: float) -> list[AlertSpec]:
     if watch.silent:
         specs.append(silent(uid("silent", series.type, series.type_instance), series.label, series))
     return specs
-
-
-def _source(source: str) -> str:
-    return "the inventory's limit" if source == INVENTORY else source
 
 
 def _baseline_specs(series: Series, watch: Watch, unit: str) -> list[AlertSpec]:
@@ -134,7 +129,7 @@ def _baseline_specs(series: Series, watch: Watch, unit: str) -> list[AlertSpec]:
             uid(series.type, series.type_instance, "baseline"), f"{series.label} {value:g}{unit} {word}", target,
             "min", "gt", value, "5m",
             f"{series.label} has been {value:g}{unit} or more {word} for {WINDOW // 60} minutes "
-            f"({_source(watch.baseline_source)})",
+            f"({shown(watch.baseline_source)})",
         )
     )  # fmt: skip
     return found

@@ -45,7 +45,9 @@ def test_the_inventory_says_which_rule_and_why(tmp_path: Path) -> None:
     path = tmp_path / "inventory.yaml"
     path.write_text(text)
     entries = {e["name"]: e for e in __import__("yaml").safe_load(text)["bmc"]}
-    assert entries["04-P1 DIMM 1-6"]["alerts"][0] == "above 89 °C (inventory)"  # the BMC's own
+    assert (
+        entries["04-P1 DIMM 1-6"]["alerts"][0] == "above 89 °C (the inventory's limit: the BMC's, or yours)"
+    )  # the BMC's own
     assert entries["11-PS 1 Inlet"]["sensor_class"] == "psu"
     assert entries["11-PS 1 Inlet"]["alerts"][0].startswith("20 °C above its median of the last day (psu default")
     assert entries["PS 2 Presence"]["alerts"][0].startswith("any change from its states at discovery (device absent")
@@ -146,5 +148,9 @@ def test_homelab_yaml_switches_a_sensor_s_rules(project: Path) -> None:
 
     assert not problems
     assert describe(entries["11-PS 1 Inlet"]) == []
-    assert describe(entries["04-P1 DIMM 1-6"])[0] == "above 89 °C (inventory)"  # the BMC's stays
-    assert "5 °C above its median of the last day (inventory)" in describe(entries["37-Fuse"])
+    assert (
+        describe(entries["04-P1 DIMM 1-6"])[0] == "above 89 °C (the inventory's limit: the BMC's, or yours)"
+    )  # the BMC's stays
+    assert "5 °C above its median of the last day (the inventory's limit: the BMC's, or yours)" in describe(
+        entries["37-Fuse"]
+    )

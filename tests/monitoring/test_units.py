@@ -71,3 +71,33 @@ def test_every_unit_gets_a_series_and_a_rule(project: Path) -> None:
     assert (limit("voltage-12v-low"), limit("voltage-12v-high")) == (pytest.approx(10.8), pytest.approx(13.2))
     for key in ("cpu-temp", "ps1-curr-out-pct", "ps1-curr-out", "ps1-power-in", "fan1", "12v"):
         assert any(uid.startswith("silent") and uid.endswith(key) for uid in rules), key
+
+
+# a power supply and a fan block as `sdr elist` shows them on BMCs that give a discrete sensor a reading
+# (HPE-style), with the same sensors in `ipmitool sensor` (discrete, states 0x0180 / 0x0280)
+ELIST_WITH_READING = """\
+Power Supply 1   | 3Dh | ok  | 10.1 | 225 Watts, Presence detected
+Fan Block 1      | 45h | ok  | 29.1 | 35.28 percent, Fully Redundant
+"""
+SENSOR_DISCRETE = """\
+Power Supply 1   | 0x1        | discrete   | 0x0180| na        | na        | na        | na        | na        | na
+Fan Block 1      | 0x1        | discrete   | 0x0180| na        | na        | na        | na        | na        | na
+"""
+
+
+def test_a_discrete_sensor_with_a_reading_gets_a_state_series_and_rule(project: Path) -> None:
+    inventory = discover(Listed((ELIST_WITH_READING, SENSOR_DISCRETE)), None).inventory  # type: ignore[arg-type]
+    entries = {e.name: e for e in inventory.bmc}
+    supply, block = entries["Power Supply 1"], entries["Fan Block 1"]
+    assert (supply.kind, supply.states, supply.reading, supply.sensor_type) == (
+        "discrete",
+        0x0180,
+        225.0,
+        "power_supply",
+    )
+    assert (block.kind, block.sensor_type) == ("discrete", "redundancy")  # "Fully Redundant": generic 0Bh offset 0
+    assert inventory.collected() == [] and inventory.discrete() == [supply, block]
+    rules = {r["uid"]: r for r in rules_for(project, "hpe", inventory)}
+    assert rules["state-power-supply-1"]["data"][0]["model"]["target"] == "collectd.hpe.bmc_state.gauge-power_supply_1"
+    assert "presence detected" in rules["state-power-supply-1"]["annotations"]["summary"]
+    assert "redundancy lost" in rules["state-fan-block-1"]["annotations"]["summary"]
