@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from homelab.config.loader import load  # noqa: E402
-from homelab.monitoring.series import Catalog, catalog_for  # noqa: E402
+from homelab.monitoring.catalog_builder import catalog_for  # noqa: E402
+from homelab.monitoring.series import Catalog  # noqa: E402
 from homelab.plan import build_plan  # noqa: E402
 from homelab.render import render_all  # noqa: E402
 from homelab.render.dashboards import dashboards  # noqa: E402

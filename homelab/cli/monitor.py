@@ -26,7 +26,7 @@ def _monitor() -> None:
 def size(config: ConfigOption = DEFAULT_CONFIG) -> None:
     """Print how many Graphite series collectd sends and the whisper bytes they take (preallocated)."""
     from homelab.config.loader import load
-    from homelab.monitoring.series import catalog_for
+    from homelab.monitoring.catalog_builder import catalog_for
     from homelab.plan import build_plan
 
     catalog = catalog_for(build_plan(load(config)))
@@ -57,7 +57,7 @@ def snapshot(
 ) -> None:
     """Draw PNG graphs of the dashboards' main panels with graphite-web (for docs and reports)."""
     from homelab.config.loader import load
-    from homelab.monitoring.series import catalog_for
+    from homelab.monitoring.catalog_builder import catalog_for
     from homelab.monitoring.snapshot import snapshot as take_snapshot
     from homelab.plan import build_plan
     from homelab.render.dashboards import dashboards

@@ -18,12 +18,15 @@ from homelab.monitoring.series import (
     MULTI_DS,
     SMART_FAILURE_ATTRIBUTES,
     TCP_STATES,
+    Catalog,
     Kind,
     Plugin,
     Series,
     df_instance,
+    retentions,
 )
 from homelab.monitoring.watch import Watch
+from homelab.plan_model import Plan
 from homelab.profiles import Profile
 
 
@@ -203,3 +206,40 @@ class Builder:
             self.add(CONTAINER_PLUGIN, key, "percent", "cpu", "percent", f"{label} CPU")
             self.add(CONTAINER_PLUGIN, key, "count", "oom_kills", "count", f"{label} OOM kills")
             self.add(CONTAINER_PLUGIN, key, "count", "restarts", "count", f"{label} restarts")
+
+
+def build_catalog(
+    config: Config,
+    profile: Profile,
+    dataset_paths: list[str] | None = None,
+    inventory: Inventory | None = None,
+    cert_expiry: tuple[list[str], list[str]] = ([], []),
+    services: list[tuple[str, str]] | None = None,
+) -> Catalog:
+    """Every plugin and series for this server. `dataset_paths`: mountpoints to watch with df. The BMC's
+    sensors come from the inventory when there is one, else from the profile. `cert_expiry`: the served
+    names and the certificate expiry program's arguments (homelab/certs/expiry.py). `services`: the
+    (stack, service) pairs whose containers get memory, CPU, OOM kill and restart series."""
+    builder = Builder(config, profile, inventory)
+    builder.bmc()
+    builder.host_sensors()
+    builder.disks()
+    builder.storage(dataset_paths or [])
+    builder.system()
+    builder.edge_and_backup(*cert_expiry)
+    builder.containers(services or [])
+    interval = config.monitoring.interval
+    return Catalog(
+        config.server.hostname, interval, tuple(builder.plugins), tuple(builder.series), retentions(interval)
+    )
+
+
+def catalog_for(plan: Plan) -> Catalog:
+    """The catalog of a plan: df watches every dataset's mountpoint, the expiry program every served name,
+    the containers plugin every service."""
+    from homelab.certs.expiry import exec_args, served_names
+
+    certs = (served_names(plan), exec_args(plan))
+    services = [(stack.name, name) for stack in plan.stacks.values() for name in stack.services]
+    datasets = [d.path for d in plan.datasets]
+    return build_catalog(plan.config, plan.profile, datasets, plan.inventory, certs, services)

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from homelab.config.loader import LoadedConfig
 from homelab.errors import CommandFailed, ConfigError, EnvironmentProblem
 from homelab.monitoring import inventory as inv
 from homelab.monitoring.listing import Sensor, merge, parse
+from homelab.monitoring.watch import describe
 from homelab.runtime.hwmon import HostReader
 from homelab.runtime.ipmi import BmcReader
 from homelab.runtime.smart import SmartReader
@@ -185,7 +188,7 @@ def discover_into(
             f"the BMC listed no sensor; nothing written to {path}: " + "; ".join(found.skipped[:3])
         )
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(inv.dump(found.inventory), encoding="utf-8")
+    tmp.write_text(dump(found.inventory), encoding="utf-8")
     tmp.replace(path)
     return path, found
 
@@ -204,3 +207,12 @@ def drift_report(bmc: BmcReader, inventory: inv.Inventory) -> list[tuple[Literal
         ("warn", f"{name}: new on the BMC, not in the inventory (homelab monitor discover)") for name in drift.new
     ]
     return lines
+
+
+def dump(inventory: inv.Inventory) -> str:
+    """The inventory as YAML, each sensor with the alert rules that watch it in words (`alerts`)."""
+    data = inventory.model_dump(mode="json", exclude_defaults=False)
+    for entry, model in zip(data["bmc"], inventory.bmc, strict=True):
+        entry["thresholds"] = {k: v for k, v in entry["thresholds"].items() if v is not None}
+        entry["alerts"] = describe(model)
+    return inv.HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)

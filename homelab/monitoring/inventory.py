@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:
@@ -199,17 +198,6 @@ def from_sensors(sensors: tuple[Sensor, ...], disks: list[str] | None = None) ->
             )
         )
     return Inventory(bmc=entries, disks=disks or [])
-
-
-def dump(inventory: Inventory) -> str:
-    """The inventory as YAML, each sensor with the alert rules that watch it in words (`alerts`)."""
-    from homelab.monitoring.watch import describe
-
-    data = inventory.model_dump(mode="json", exclude_defaults=False)
-    for entry, model in zip(data["bmc"], inventory.bmc, strict=True):
-        entry["thresholds"] = {k: v for k, v in entry["thresholds"].items() if v is not None}
-        entry["alerts"] = describe(model)
-    return HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
 def load(path: Path) -> Inventory:

@@ -20,12 +20,8 @@ from typing import TYPE_CHECKING, Literal
 from homelab.monitoring.inventory import Limits
 
 if TYPE_CHECKING:
-    from homelab.config.models import Config
-    from homelab.monitoring.inventory import Inventory
     from homelab.monitoring.states import StateType
     from homelab.monitoring.watch import Watch
-    from homelab.plan_model import Plan
-    from homelab.profiles import Profile
 
 PREFIX = "collectd."
 ESCAPE = "_"
@@ -310,47 +306,8 @@ def whisper_size(archives: tuple[Retention, ...] | list[Retention]) -> int:
     return 16 + 12 * len(archives) + 12 * sum(a.points for a in archives)
 
 
-def build_catalog(
-    config: Config,
-    profile: Profile,
-    dataset_paths: list[str] | None = None,
-    inventory: Inventory | None = None,
-    cert_expiry: tuple[list[str], list[str]] = ([], []),
-    services: list[tuple[str, str]] | None = None,
-) -> Catalog:
-    """Every plugin and series for this server. `dataset_paths`: mountpoints to watch with df. The BMC's
-    sensors come from the inventory when there is one, else from the profile. `cert_expiry`: the served
-    names and the certificate expiry program's arguments (homelab/certs/expiry.py). `services`: the
-    (stack, service) pairs whose containers get memory, CPU, OOM kill and restart series."""
-    from homelab.monitoring.catalog_builder import Builder
-
-    builder = Builder(config, profile, inventory)
-    builder.bmc()
-    builder.host_sensors()
-    builder.disks()
-    builder.storage(dataset_paths or [])
-    builder.system()
-    builder.edge_and_backup(*cert_expiry)
-    builder.containers(services or [])
-    interval = config.monitoring.interval
-    return Catalog(
-        config.server.hostname, interval, tuple(builder.plugins), tuple(builder.series), retentions(interval)
-    )
-
-
 def df_instance(mountpoint: str) -> str:
     """collectd df's plugin instance for a mountpoint: '/' -> 'root', '/tank/media' -> 'tank-media'."""
     if mountpoint == "/":
         return "root"
     return mountpoint.strip("/").replace("/", "-")
-
-
-def catalog_for(plan: Plan) -> Catalog:
-    """The catalog of a plan: df watches every dataset's mountpoint, the expiry program every served name,
-    the containers plugin every service."""
-    from homelab.certs.expiry import exec_args, served_names
-
-    certs = (served_names(plan), exec_args(plan))
-    services = [(stack.name, name) for stack in plan.stacks.values() for name in stack.services]
-    datasets = [d.path for d in plan.datasets]
-    return build_catalog(plan.config, plan.profile, datasets, plan.inventory, certs, services)

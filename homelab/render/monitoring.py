@@ -8,8 +8,8 @@ import json
 
 from homelab.certs.expiry import script as cert_expiry_script
 from homelab.layout import COLLECTD_IPMI_SECRET
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.monitoring.notify import contact_points
-from homelab.monitoring.series import catalog_for
 from homelab.plan_model import Plan
 from homelab.render import alerts, collectd, dashboards, grafana, graphite
 from homelab.render.rendering import GENERATED_MARK, Rendering

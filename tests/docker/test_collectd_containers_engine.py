@@ -28,7 +28,8 @@ from standins import BOOKWORM_SLIM, IMAGE_PATH, PREFIX, Rootfs, add_debian_packa
 
 from homelab.config.loader import load
 from homelab.images.facts import all_facts
-from homelab.monitoring.series import Catalog, catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
+from homelab.monitoring.series import Catalog
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.collectd import CGROUP_ROOT, CONTAINERS_DIR, SOCKET, collectd_conf

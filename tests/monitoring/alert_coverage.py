@@ -15,9 +15,11 @@ from typing import Any
 import yaml
 
 from homelab.config.loader import load
+from homelab.monitoring import discover as disc
 from homelab.monitoring import inventory as inv
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.monitoring.discover import discover
-from homelab.monitoring.series import catalog_for, escape
+from homelab.monitoring.series import escape
 from homelab.plan import build_plan
 from homelab.render.alerts import alert_rules
 from tests.monitoring import corpus_bmc
@@ -85,7 +87,7 @@ def rules_for(project: Path, name: str, inventory: inv.Inventory) -> list[dict[s
     raw["monitoring"]["inventory"] = f"inventory-{name}.yaml"
     config = project.with_name(f"homelab-{name}.yaml")
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
-    (project.parent / f"inventory-{name}.yaml").write_text(inv.dump(inventory))
+    (project.parent / f"inventory-{name}.yaml").write_text(disc.dump(inventory))
     plan = build_plan(load(config))
     return [r for g in alert_rules(plan, catalog_for(plan))["groups"] for r in g["rules"]]
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from homelab.config.loader import load
-from homelab.monitoring.series import Catalog, catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
+from homelab.monitoring.series import Catalog
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render import Rendering, render_all

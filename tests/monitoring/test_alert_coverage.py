@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from homelab.monitoring import classes, states
+from homelab.monitoring import discover as disc
 from homelab.monitoring import inventory as inv
 from tests.conftest import EXAMPLE_SECRETS, write_secret
 from tests.monitoring.alert_coverage import BOARDS, board_inventory, coverage, summary
@@ -41,7 +42,7 @@ def test_the_corpus_counts(project: Path) -> None:
 
 
 def test_the_inventory_says_which_rule_and_why(tmp_path: Path) -> None:
-    text = inv.dump(board_inventory("hpe-dl360-gen9"))
+    text = disc.dump(board_inventory("hpe-dl360-gen9"))
     path = tmp_path / "inventory.yaml"
     path.write_text(text)
     entries = {e["name"]: e for e in __import__("yaml").safe_load(text)["bmc"]}

@@ -18,8 +18,7 @@ from homelab.collectd_plugins import bmc_states
 from homelab.config.loader import load
 from homelab.layout import COLLECTD_IPMI_INCLUDE
 from homelab.monitoring import discover as disc
-from homelab.monitoring import inventory as inv
-from homelab.monitoring.series import catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.collectd import ipmi_conf
@@ -146,7 +145,7 @@ def test_collectd_conf_and_the_status_panel_carry_the_discrete_sensors(example_c
     renamed = found.model_copy(
         update={"bmc": [e.model_copy(update={"name": 'UID "front"'}) if e.name == "UID" else e for e in found.bmc]}
     )
-    (config.parent / "inventory.yaml").write_text(inv.dump(renamed))
+    (config.parent / "inventory.yaml").write_text(disc.dump(renamed))
     plan = build_plan(load(config))
     catalog = catalog_for(plan)
     assert len(catalog.select(plugin="bmc_state")) == 13

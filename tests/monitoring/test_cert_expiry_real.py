@@ -35,7 +35,7 @@ from cryptography.x509.oid import NameOID
 
 from homelab.certs import expiry
 from homelab.config.loader import load
-from homelab.monitoring.series import catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.collectd import collectd_conf

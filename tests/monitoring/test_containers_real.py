@@ -27,7 +27,8 @@ import yaml
 from standins import Rootfs, docker
 
 from homelab.config.loader import load
-from homelab.monitoring.series import Catalog, catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
+from homelab.monitoring.series import Catalog
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.collectd import collectd_conf

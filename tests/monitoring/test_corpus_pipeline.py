@@ -28,8 +28,9 @@ import yaml
 
 from homelab.config.loader import load
 from homelab.layout import COLLECTD_IPMI_SECRET as IPMI_SECRET
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.monitoring.discover import bmc_reader, discover_into
-from homelab.monitoring.series import Catalog, catalog_for
+from homelab.monitoring.series import Catalog
 from homelab.plan import build_plan
 from homelab.render import Rendering, render_all
 from homelab.render.collectd import collectd_conf

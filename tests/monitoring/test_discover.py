@@ -19,7 +19,7 @@ from homelab.errors import ConfigError
 from homelab.monitoring import discover as disc
 from homelab.monitoring import inventory as inv
 from homelab.monitoring.bmc import rename_rules
-from homelab.monitoring.series import catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.runtime import ipmi
@@ -118,7 +118,7 @@ def test_discover_writes_the_inventory_and_keeps_user_edits(example_config: Path
 
 def test_the_rendering_follows_the_inventory(example_config: Path) -> None:
     config = with_inventory(example_config)
-    (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(dell(), None).inventory))
+    (config.parent / "inventory.yaml").write_text(disc.dump(disc.discover(dell(), None).inventory))
     plan = build_plan(load(config))
     catalog = catalog_for(plan)
     paths = {s.path for s in catalog.select(plugin="ipmi")}
@@ -136,7 +136,7 @@ def test_the_rendering_follows_the_inventory(example_config: Path) -> None:
 
 def test_a_bad_inventory_edit_names_file_line_and_key(example_config: Path) -> None:
     config = with_inventory(example_config)
-    text = inv.dump(disc.discover(dell(), None).inventory).replace("hide: false", "hide: perhaps", 1)
+    text = disc.dump(disc.discover(dell(), None).inventory).replace("hide: false", "hide: perhaps", 1)
     (config.parent / "inventory.yaml").write_text(text)
     with pytest.raises(ConfigError) as caught:
         build_plan(load(config))
@@ -229,7 +229,7 @@ def test_an_unreachable_bmc_is_an_environment_problem(monkeypatch) -> None:  # t
 
 def test_panels_draw_each_sensors_limits(example_config: Path) -> None:
     config = with_inventory(example_config)
-    (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(hpe(), None).inventory))
+    (config.parent / "inventory.yaml").write_text(disc.dump(disc.discover(hpe(), None).inventory))
     rendering = render_all(build_plan(load(config)), SECRETS)
     import json
 
@@ -253,7 +253,7 @@ def test_check_command_exits_1_on_drift(example_config: Path, monkeypatch) -> No
     pools.add_pool("tank")
     monkeypatch.setattr(zfs, "ZfsCli", lambda: pools)
     config = with_inventory(example_config)
-    (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(dell(), None, zfs=pools).inventory))
+    (config.parent / "inventory.yaml").write_text(disc.dump(disc.discover(dell(), None, zfs=pools).inventory))
     listing = dell().sdr_text.replace("Fan6             | 35h | ok  |  7.1 | 5160 RPM\n", "")
     monkeypatch.setattr(disc, "bmc_reader", lambda loaded: FakeBmc(listing, ""))
     done = CliRunner().invoke(monitor_app, ["check", "--config", str(config)])
@@ -295,7 +295,7 @@ def test_the_host_part_of_the_inventory_feeds_the_catalog(example_config: Path) 
     found = disc.discover(dell(), FakeHost(), smart=smartctl, zfs=pools).inventory
     assert smartctl.calls == ["nvme0n1", "sdb", "sdc"] and pools.calls[-1][0] == "pools"
     assert found.disks == ["nvme0n1", "sdb", "sdc"] and found.no_smart == ["sdc"] and found.pools == ["tank"]
-    (config.parent / "inventory.yaml").write_text(inv.dump(found))
+    (config.parent / "inventory.yaml").write_text(disc.dump(found))
     assert inv.load(config.parent / "inventory.yaml") == found
     catalog = catalog_for(build_plan(load(config)))
     assert {s.plugin_instance for s in catalog.select(plugin="interface")} == {"enp1s0", "enp2s0"}
@@ -325,7 +325,7 @@ def test_doctor_says_when_the_bmc_and_the_inventory_disagree(example_config: Pat
     from homelab import doctor
 
     config = with_inventory(example_config)
-    (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(dell(), None).inventory))
+    (config.parent / "inventory.yaml").write_text(disc.dump(disc.discover(dell(), None).inventory))
     plan = build_plan(load(config))
     assert [(c.level, c.detail) for c in doctor._sensors(plan, dell())] == [
         ("ok", "the BMC reports every one of the inventory's 10 sensors")

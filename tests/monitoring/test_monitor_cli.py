@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from homelab.cli.monitor import monitor_app
 from homelab.config.loader import load
-from homelab.monitoring.series import catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.plan import build_plan
 
 

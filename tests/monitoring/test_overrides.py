@@ -12,8 +12,7 @@ import yaml
 from homelab.config.loader import load
 from homelab.errors import ConfigError
 from homelab.monitoring import discover as disc
-from homelab.monitoring import inventory as inv
-from homelab.monitoring.series import catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.plan import build_plan
 from homelab.render.alerts import alert_specs
 from homelab.render.dashboards import dashboard_targets, dashboards
@@ -27,7 +26,7 @@ def configure(example_config: Path, sensors: dict[str, Any] | None, inventory: b
         raw["monitoring"]["sensors"] = sensors
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     if inventory:
-        (config.parent / "inventory.yaml").write_text(inv.dump(disc.discover(dell(), None).inventory))
+        (config.parent / "inventory.yaml").write_text(disc.dump(disc.discover(dell(), None).inventory))
     return config
 
 

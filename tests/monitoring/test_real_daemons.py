@@ -19,7 +19,7 @@ import yaml
 
 from homelab.config.loader import load
 from homelab.config.models import Ipmi
-from homelab.monitoring.series import catalog_for
+from homelab.monitoring.catalog_builder import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.collectd import (
@@ -228,7 +228,7 @@ def test_collectd_parses_the_rename_chain_of_hostile_sensor_names(
 ) -> None:
     """Sensor names with quotes, backslashes, parentheses and regex characters become rename rules
     collectd 5.12 accepts (match_regex compiles each one at load)."""
-    from homelab.monitoring import discover, inventory
+    from homelab.monitoring import discover
 
     collectd = require_program("collectd")
     listing = "\n".join(
@@ -253,7 +253,7 @@ def test_collectd_parses_the_rename_chain_of_hostile_sensor_names(
     raw = yaml.safe_load(example_config.read_text())
     raw["monitoring"]["inventory"] = "inventory.yaml"
     example_config.write_text(yaml.safe_dump(raw))
-    (example_config.parent / "inventory.yaml").write_text(inventory.dump(found))
+    (example_config.parent / "inventory.yaml").write_text(discover.dump(found))
     conf_text = (
         render_all(build_plan(load(example_config)), SECRETS).files["monitoring/collectd/collectd.conf"].decode()
     )
