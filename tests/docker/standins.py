@@ -27,6 +27,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -188,6 +189,17 @@ def _applets() -> set[str]:
     return set(subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split())
 
 
+def startup_script(facts: ImageFacts) -> str:
+    """The stand-in's /.standin/startup: one `op` line per start-up operation of the facts, in order (the
+    `op` function of images/faithful/standin performs it)."""
+    lines = []
+    for step in facts.startup:
+        fields = [step.do, step.who, str(int(step.only_as_root)), step.unless, str(int(step.may_fail))]
+        fields += [step.path, step.owner, step.mode, str(int(step.recursive))]
+        lines.append(" ".join(["op", *(shlex.quote(field) for field in fields)]))
+    return "".join(f"{line}\n" for line in lines)
+
+
 def faithful_image(
     workdir: Path,
     facts: ImageFacts,
@@ -216,11 +228,13 @@ def faithful_image(
         else:
             root.file(path.lstrip("/"), data=b"# stand-in\n", mode=0o644)
     entrypoint, cmd = IMAGE_START[facts.name]
+    root.file(".standin/startup", data=startup_script(facts).encode(), mode=0o644)
     health = facts.health
     port = health.port if health else next(iter(facts.ports), 8000)
     changes = [
         f"ENV PATH={IMAGE_PATH} STANDIN_NAME={SERVED_AS.get(facts.name, facts.name)} STANDIN_PORT={port}",
         f'ENV STANDIN_HEALTH="{health.path if health else ""}" STANDIN_CMD="{cmd[0] if cmd else ""}"',
+        f"ENV STANDIN_ENTRY={Path((entrypoint or cmd)[-1]).name}",  # the script that runs the start-up
     ]
     if entrypoint:
         changes.append(f"ENTRYPOINT {json.dumps(entrypoint)}")
