@@ -94,9 +94,9 @@ class Rootfs:
                 self.link(f"bin/{applet}", "busybox")
         self.dir("tmp", 0o1777)
 
-    def with_libs(self, binary: str) -> None:
-        """A dynamically linked binary plus every library `ldd` lists, at the same paths."""
-        self.file(binary.lstrip("/"), binary)
+    def with_libs(self, binary: str, at: str = "") -> None:
+        """A dynamically linked binary (at its own path, or `at`) plus every library `ldd` lists, at the same paths."""
+        self.file(at or binary.lstrip("/"), binary)
         out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             parts = line.split()
@@ -222,6 +222,8 @@ def faithful_image(
         if name not in drop:
             root.link(program.path.lstrip("/"), "/.standin/busybox" if name in applets else "/.standin/standin")
     root.link("usr/bin/id", "/.standin/busybox")  # every real image has id; `images check` asks it
+    if "ddclient" in facts.programs:  # a sleep that keeps the name it is given (busybox picks its applet by it)
+        root.with_libs(shutil.which("sleep") or "/bin/sleep", at=".standin/sleep")
     for path, fact in facts.files.items():
         if "entrypoint" in fact.value.lower() or path.endswith((".sh", "/init", "/entrypoint", "dumb-init")):
             root.link(path.lstrip("/"), "/.standin/standin")
