@@ -95,8 +95,10 @@ class ImageFacts(_Fact):
     # named users the facts rely on (user name -> its uid:gid in /etc/passwd): a user the image's scripts
     # only remap when our uid differs from the one it was built with (rocker's rstudio, plex)
     users: dict[str, Sourced] = {}
+    # folders the image ships that its start-up works in -> their uid:gid in the image (`images check` stats them)
+    owners: dict[str, Sourced] = {}
     # what the entrypoint and init scripts do to the filesystem before the app runs, in order
-    startup: list[StartupOp] = []
+    startup: list[StartupOp]  # required: [] says the image runs nothing before the app (with a comment why)
 
     def provides(self, called: str) -> bool:
         """Is `called` (a bare name or an absolute path) a program or file this image has?"""

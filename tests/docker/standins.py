@@ -64,12 +64,14 @@ class Rootfs:
         for i in range(1, len(parts) + 1):
             self.dir("/".join(parts[:i]))
 
-    def dir(self, name: str, mode: int = 0o755) -> None:
+    def dir(self, name: str, mode: int = 0o755, owner: str = "0:0") -> None:
         if name in self.dirs:
             return
+        self._parents(name)
         self.dirs.add(name)
         info = tarfile.TarInfo(name)
         info.type, info.mode = tarfile.DIRTYPE, mode
+        info.uid, info.gid = (int(part) for part in owner.split(":"))
         self.tar.addfile(info)
 
     def file(self, name: str, source: str | Path | None = None, data: bytes | None = None, mode: int = 0o755) -> None:
@@ -200,6 +202,20 @@ def startup_script(facts: ImageFacts) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+def shipped_folders(facts: ImageFacts) -> list[str]:
+    """The folders the image ships for its start-up (the parent of a file it writes, a folder it reads, chmods or
+    chowns), unless an earlier operation makes them or they are a volume (mounted there) or under one."""
+    made: set[str] = set()
+    out = []
+    for step in facts.startup:
+        folder = str(Path(step.path).parent) if step.do == "write" else step.path
+        mounted = any(folder == v or folder.startswith(v.rstrip("/") + "/") for v in facts.volumes)
+        if step.do != "mkdir" and folder not in made and not mounted and folder not in out:
+            out.append(folder)
+        made.add(step.path)
+    return out
+
+
 def faithful_image(
     workdir: Path,
     facts: ImageFacts,
@@ -213,9 +229,14 @@ def faithful_image(
     health path. `drop` leaves programs out, `users` (name -> uid:gid) puts a named user elsewhere (a
     deliberately wrong stand-in)."""
     root = Rootfs(workdir / f"{facts.name}-{tag}.tar")
+    for path, owned in facts.owners.items():  # the folders its start-up works in, owned as the image ships them
+        root.dir(path.lstrip("/"), owner=owned.value)
+    for folder in shipped_folders(facts):
+        root.dir(folder.lstrip("/"))
     root.file(".standin/busybox", shutil.which("busybox") or "/bin/busybox")
     root.link(".standin/sh", "busybox")
     root.file(".standin/standin", HERE / "faithful" / "standin")
+    root.file(".standin/ops.sh", HERE / "faithful" / "ops.sh", mode=0o644)
     root.dir("tmp", 0o1777)
     applets = _applets()
     for name, program in facts.programs.items():
