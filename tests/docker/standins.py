@@ -223,11 +223,12 @@ def faithful_image(
     drop: tuple[str, ...] = (),
     users: dict[str, str] | None = None,
     tag: str = "run",
+    sick: bool = False,
 ) -> str:
     """A stand-in generated from an image's facts: its programs (busybox applets where busybox has one,
     else the stand-in script), its entrypoint files, its user and named users, its start command, its
     health path. `drop` leaves programs out, `users` (name -> uid:gid) puts a named user elsewhere (a
-    deliberately wrong stand-in)."""
+    deliberately wrong stand-in); `sick` starts and stays up but never passes its health check."""
     root = Rootfs(workdir / f"{facts.name}-{tag}.tar")
     for path, owned in facts.owners.items():  # the folders its start-up works in, owned as the image ships them
         root.dir(path.lstrip("/"), owner=owned.value)
@@ -259,6 +260,8 @@ def faithful_image(
         f'ENV STANDIN_HEALTH="{health.path if health else ""}" STANDIN_CMD="{cmd[0] if cmd else ""}"',
         f"ENV STANDIN_ENTRY={Path((entrypoint or cmd)[-1]).name}",  # the script that runs the start-up
     ]
+    if sick:
+        changes.append("ENV STANDIN_SICK=1")
     if entrypoint:
         changes.append(f"ENTRYPOINT {json.dumps(entrypoint)}")
     if cmd:
