@@ -232,7 +232,7 @@ def faithful_image(
     root = Rootfs(workdir / f"{facts.name}-{tag}.tar")
     for path, owned in facts.owners.items():  # the folders its start-up works in, owned as the image ships them
         root.dir(path.lstrip("/"), owner=owned.value)
-    for folder in shipped_folders(facts):
+    for folder in [*shipped_folders(facts), *facts.volumes]:  # a VOLUME is a folder of the image too
         root.dir(folder.lstrip("/"))
     root.file(".standin/busybox", shutil.which("busybox") or "/bin/busybox")
     root.link(".standin/sh", "busybox")
