@@ -10,7 +10,7 @@ from pathlib import Path
 
 from homelab.checks import Check, Level
 from homelab.errors import CommandFailed, HomelabError
-from homelab.host import ACME_MODE, acme_json_path, acme_state
+from homelab.host import ACME_MODE, acme_json_path, acme_state, wrong_owners
 from homelab.images.budget import Budget
 from homelab.memory import ArcPlan, host_budget, plan_arc
 from homelab.monitoring.discover import drift_report
@@ -33,7 +33,7 @@ def run_checks(
     from homelab.certs import preflight, status
 
     checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
-    checks += [*_zfs(plan, zfs or ZfsCli()), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
+    checks += [*_zfs(plan, zfs or ZfsCli()), *_owners(plan), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
     checks += preflight.run(plan, preflight.Probe())
     if plan.config.engine == "swarm":
         from homelab.runtime.swarm import SwarmCli
@@ -118,6 +118,15 @@ def _zfs(plan: Plan, zfs: Zfs) -> Iterator[Check]:
         yield Check("warn", "datasets", f"{len(missing)} missing (created by storage apply): {', '.join(missing)}")
     else:
         yield Check("ok", "datasets", f"all {len(plan.datasets)} present")
+
+
+def _owners(plan: Plan) -> Iterator[Check]:
+    """The dataset folders that exist, owned as their apps need (`up` refuses to start otherwise)."""
+    wrong = wrong_owners(plan.datasets)
+    for problem in wrong:
+        yield Check("fail", f"owner {problem.dataset.key}", str(problem))
+    if not wrong:
+        yield Check("ok", "dataset owners", "every existing dataset folder has its dataset's uid:gid")
 
 
 def _acme(plan: Plan) -> Iterator[Check]:

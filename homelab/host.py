@@ -74,23 +74,74 @@ def ensure_acme_json(path: Path) -> bool:
     return state.kind == "missing"
 
 
+@dataclass(frozen=True)
+class WrongOwner:
+    """A dataset's folder owned by someone other than the uid:gid its apps run as (or the image expects)."""
+
+    path: str
+    found: tuple[int, int]
+    dataset: Dataset
+
+    def __str__(self) -> str:
+        d = self.dataset
+        return (
+            f"{self.path} is owned by {self.found[0]}:{self.found[1]}, but {d.key} needs {d.uid}:{d.gid} "
+            f"(data restored or moved from another tool?): chown -R {d.uid}:{d.gid} {self.path}"
+        )
+
+
+def wrong_owners(datasets: Iterable[Dataset]) -> list[WrongOwner]:
+    """The datasets' existing folders whose owner is not the dataset's uid:gid. Only the folder itself is
+    read (a whole tree would take minutes on a big pool): homelab sets it (here, or `storage apply` on a ZFS
+    mountpoint) and no image's start-up changes it, so another owner means the data came from elsewhere,
+    which the images' start-ups do not all repair (Nextcloud's Apache, as www-data, reads its files as they
+    are; Redis, started as 999:1000, must enter /data)."""
+    out = []
+    for dataset in datasets:
+        try:
+            info = Path(dataset.path).stat()
+        except FileNotFoundError:
+            continue
+        if (info.st_uid, info.st_gid) != (dataset.uid, dataset.gid):
+            out.append(WrongOwner(dataset.path, (info.st_uid, info.st_gid), dataset))
+    return out
+
+
+def stack_datasets(plan: Plan, stacks: Iterable[str]) -> list[Dataset]:
+    """The datasets the stacks' services mount (or own)."""
+    owners = {e for s in set(stacks) for e in _owners(plan, s)}
+    return [d for d in plan.datasets if d.owner in owners]
+
+
 def prepare_host(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[str]:
     """Create missing bind-mount sources for the stacks' datasets when they are plain folders (ZFS
-    datasets are created and mounted by `homelab storage`), owned by the dataset's uid/gid, and
-    acme.json as an empty 0600 file before the edge starts. Returns what it created."""
+    datasets are created and mounted by `homelab storage`), owned by the dataset's uid/gid (mode 0750: its
+    apps run as that uid, or as root with DAC_OVERRIDE, or skip their root-only walks: facts `startup`),
+    and acme.json as an empty 0600 file before the edge starts. Returns what it created. Raises HostError,
+    before creating anything, when a dataset's folder belongs to another uid:gid (wrong_owners), or when
+    homelab, not root, cannot give a new folder its owner."""
     wanted = set(stacks)
-    owners = {e for s in wanted for e in _owners(plan, s)}
-    created = []
+    datasets = stack_datasets(plan, wanted)
     root = os.geteuid() == 0
-    for dataset in plan.datasets:
-        if dataset.owner not in owners or (zfs_datasets and dataset.name in zfs_datasets):
-            continue
+    missing = [d for d in datasets if not (zfs_datasets and d.name in zfs_datasets) and not Path(d.path).exists()]
+    problems = [str(w) for w in wrong_owners(datasets)]
+    if not root:
+        uid, gid = os.geteuid(), os.getegid()
+        problems += [
+            f"{d.path} would be owned by {uid}:{gid}, not {d.uid}:{d.gid} ({d.key}): run as root, or "
+            f"mkdir -p {d.path} && chown {d.uid}:{d.gid} {d.path}"
+            for d in missing
+            if (d.uid, d.gid) != (uid, gid)
+        ]
+    if problems:
+        raise HostError("not starting: dataset folders with the wrong owner\n  " + "\n  ".join(problems))
+    created = []
+    for dataset in missing:
         path = Path(dataset.path)
-        if not path.exists():
-            path.mkdir(parents=True, mode=0o750)
-            if root:
-                os.chown(path, dataset.uid, dataset.gid)
-            created.append(str(path))
+        path.mkdir(parents=True, mode=0o750)
+        if root:
+            os.chown(path, dataset.uid, dataset.gid)
+        created.append(str(path))
     if EDGE_STACK in wanted and plan.config.edge.kind == "traefik":
         acme = acme_json_path(plan)
         if acme is not None and ensure_acme_json(acme):

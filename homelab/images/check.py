@@ -3,8 +3,8 @@
 For every image an enabled service runs (the pinned one, or the `images:` override), pull it when it is
 not present locally, then run one `/bin/sh -c` probe in a throwaway container (`--entrypoint /bin/sh`,
 no network): the uid:gid it runs as, the uid:gid of each named user its facts rely on, where each
-program we call is on its PATH, whether each file we call or override exists, and that the programs
-its facts say are absent still are.
+program we call is on its PATH, whether each file we call or override exists, that the programs
+its facts say are absent still are, and the owner of each folder its start-up works in (facts `owners`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def images_in_use(plan: Plan) -> list[ImageReport]:
 
 
 def probe_script(facts: ImageFacts) -> str:
-    """Prints `user U:G`, `named NAME U:G|-:-`, then `program NAME PATH|-`, `file PATH yes|no`, one per line."""
+    """Prints `user U:G`, `named NAME U:G|-:-`, then `program NAME PATH|-`, `file PATH yes|no`, `owner PATH
+    U:G|missing`, one per line."""
     # PATH searched by hand, not with `command -v`: a shell that runs its own applets (busybox built
     # with FEATURE_SH_STANDALONE) answers for programs that are not there
     lines = [
@@ -85,6 +86,8 @@ def probe_script(facts: ImageFacts) -> str:
     for path in sorted(facts.files):
         quoted = shlex.quote(path)
         lines.append(f'if [ -e {quoted} ]; then echo "file {path} yes"; else echo "file {path} no"; fi')
+    for path in sorted(facts.owners):
+        lines.append(f'echo "owner {path} $(stat -c %u:%g {shlex.quote(path)} 2>/dev/null || echo missing)"')
     return "\n".join(lines)
 
 
@@ -109,6 +112,8 @@ def read_probe(facts: ImageFacts, output: str) -> list[Finding]:
         )
     for path in sorted(facts.files):
         findings.append(Finding(f"file {path}", "yes", seen.get(f"file {path}", "?")))
+    for path in sorted(facts.owners):  # the folders its start-up works in, as the image ships them
+        findings.append(Finding(f"owner {path}", facts.owners[path].value, seen.get(f"owner {path}", "?")))
     return findings
 
 

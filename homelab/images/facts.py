@@ -12,9 +12,10 @@ import functools
 import re
 import shlex
 from pathlib import Path
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 FACTS_DIR = Path(__file__).parent / "facts"
 
@@ -44,6 +45,36 @@ class Health(_Fact):
     source: str
 
 
+_CITATION = re.compile(r"\S+:\d+")  # file:line (or file:first-last): where a start-up operation is written
+
+
+class StartupOp(_Fact):
+    """One thing the image's entrypoint or init scripts do to the filesystem before the app runs, and as whom.
+    The faithful stand-ins perform each one themselves (tests/docker/images/faithful/standin `op`), under the
+    service's rendered user, capabilities and read-only root, on the real mounted folders."""
+
+    do: Literal["mkdir", "chmod", "chown", "walk-chown", "write", "read"]
+    # mkdir -p PATH; chmod MODE PATH; chown OWNER PATH (-R with recursive); walk-chown: `find PATH ! -user
+    # UID -exec chown OWNER {} +` (reads every folder under PATH); write: create or append to the file PATH
+    # (then chown it to OWNER when given, as rsync --chown does); read: list the folder PATH
+    path: str
+    owner: str = ""  # uid[:gid], for chown, walk-chown and write
+    mode: str = ""  # for chmod, octal
+    recursive: bool = False  # chown -R
+    who: Literal["start", "drop"] = "start"  # the uid the container starts as, or the one it drops to (drops_to)
+    only_as_root: bool = False  # the script does it only when started as uid 0 (`if [ "$(id -u)" = 0 ]`)
+    unless: str = ""  # a path whose existence skips it (first start only: initdb unless PG_VERSION...)
+    may_fail: bool = False  # the script goes on when it fails (`|| :`, no `set -e`)
+    source: str  # upstream file:line at the pinned version
+
+    @field_validator("source")
+    @classmethod
+    def _cited(cls, value: str) -> str:
+        if not _CITATION.search(value):
+            raise ValueError(f"a start-up operation needs its upstream file:line, got {value!r}")
+        return value
+
+
 class ImageFacts(_Fact):
     name: str  # the facts file's stem, e.g. `postgres`
     image: str
@@ -64,6 +95,10 @@ class ImageFacts(_Fact):
     # named users the facts rely on (user name -> its uid:gid in /etc/passwd): a user the image's scripts
     # only remap when our uid differs from the one it was built with (rocker's rstudio, plex)
     users: dict[str, Sourced] = {}
+    # folders the image ships that its start-up works in -> their uid:gid in the image (`images check` stats them)
+    owners: dict[str, Sourced] = {}
+    # what the entrypoint and init scripts do to the filesystem before the app runs, in order
+    startup: list[StartupOp]  # required: [] says the image runs nothing before the app (with a comment why)
 
     def provides(self, called: str) -> bool:
         """Is `called` (a bare name or an absolute path) a program or file this image has?"""

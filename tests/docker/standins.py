@@ -27,6 +27,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -63,12 +64,14 @@ class Rootfs:
         for i in range(1, len(parts) + 1):
             self.dir("/".join(parts[:i]))
 
-    def dir(self, name: str, mode: int = 0o755) -> None:
+    def dir(self, name: str, mode: int = 0o755, owner: str = "0:0") -> None:
         if name in self.dirs:
             return
+        self._parents(name)
         self.dirs.add(name)
         info = tarfile.TarInfo(name)
         info.type, info.mode = tarfile.DIRTYPE, mode
+        info.uid, info.gid = (int(part) for part in owner.split(":"))
         self.tar.addfile(info)
 
     def file(self, name: str, source: str | Path | None = None, data: bytes | None = None, mode: int = 0o755) -> None:
@@ -93,9 +96,9 @@ class Rootfs:
                 self.link(f"bin/{applet}", "busybox")
         self.dir("tmp", 0o1777)
 
-    def with_libs(self, binary: str) -> None:
-        """A dynamically linked binary plus every library `ldd` lists, at the same paths."""
-        self.file(binary.lstrip("/"), binary)
+    def with_libs(self, binary: str, at: str = "") -> None:
+        """A dynamically linked binary (at its own path, or `at`) plus every library `ldd` lists, at the same paths."""
+        self.file(at or binary.lstrip("/"), binary)
         out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             parts = line.split()
@@ -188,6 +191,31 @@ def _applets() -> set[str]:
     return set(subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split())
 
 
+def startup_script(facts: ImageFacts) -> str:
+    """The stand-in's /.standin/startup: one `op` line per start-up operation of the facts, in order (the
+    `op` function of images/faithful/standin performs it)."""
+    lines = []
+    for step in facts.startup:
+        fields = [step.do, step.who, str(int(step.only_as_root)), step.unless, str(int(step.may_fail))]
+        fields += [step.path, step.owner, step.mode, str(int(step.recursive))]
+        lines.append(" ".join(["op", *(shlex.quote(field) for field in fields)]))
+    return "".join(f"{line}\n" for line in lines)
+
+
+def shipped_folders(facts: ImageFacts) -> list[str]:
+    """The folders the image ships for its start-up (the parent of a file it writes, a folder it reads, chmods or
+    chowns), unless an earlier operation makes them or they are a volume (mounted there) or under one."""
+    made: set[str] = set()
+    out = []
+    for step in facts.startup:
+        folder = str(Path(step.path).parent) if step.do == "write" else step.path
+        mounted = any(folder == v or folder.startswith(v.rstrip("/") + "/") for v in facts.volumes)
+        if step.do != "mkdir" and folder not in made and not mounted and folder not in out:
+            out.append(folder)
+        made.add(step.path)
+    return out
+
+
 def faithful_image(
     workdir: Path,
     facts: ImageFacts,
@@ -195,33 +223,45 @@ def faithful_image(
     drop: tuple[str, ...] = (),
     users: dict[str, str] | None = None,
     tag: str = "run",
+    sick: bool = False,
 ) -> str:
     """A stand-in generated from an image's facts: its programs (busybox applets where busybox has one,
     else the stand-in script), its entrypoint files, its user and named users, its start command, its
     health path. `drop` leaves programs out, `users` (name -> uid:gid) puts a named user elsewhere (a
-    deliberately wrong stand-in)."""
+    deliberately wrong stand-in); `sick` starts and stays up but never passes its health check."""
     root = Rootfs(workdir / f"{facts.name}-{tag}.tar")
+    for path, owned in facts.owners.items():  # the folders its start-up works in, owned as the image ships them
+        root.dir(path.lstrip("/"), owner=owned.value)
+    for folder in [*shipped_folders(facts), *facts.volumes]:  # a VOLUME is a folder of the image too
+        root.dir(folder.lstrip("/"))
     root.file(".standin/busybox", shutil.which("busybox") or "/bin/busybox")
     root.link(".standin/sh", "busybox")
     root.file(".standin/standin", HERE / "faithful" / "standin")
+    root.file(".standin/ops.sh", HERE / "faithful" / "ops.sh", mode=0o644)
     root.dir("tmp", 0o1777)
     applets = _applets()
     for name, program in facts.programs.items():
         if name not in drop:
             root.link(program.path.lstrip("/"), "/.standin/busybox" if name in applets else "/.standin/standin")
     root.link("usr/bin/id", "/.standin/busybox")  # every real image has id; `images check` asks it
+    if "ddclient" in facts.programs:  # a sleep that keeps the name it is given (busybox picks its applet by it)
+        root.with_libs(shutil.which("sleep") or "/bin/sleep", at=".standin/sleep")
     for path, fact in facts.files.items():
         if "entrypoint" in fact.value.lower() or path.endswith((".sh", "/init", "/entrypoint", "dumb-init")):
             root.link(path.lstrip("/"), "/.standin/standin")
         else:
             root.file(path.lstrip("/"), data=b"# stand-in\n", mode=0o644)
     entrypoint, cmd = IMAGE_START[facts.name]
+    root.file(".standin/startup", data=startup_script(facts).encode(), mode=0o644)
     health = facts.health
     port = health.port if health else next(iter(facts.ports), 8000)
     changes = [
         f"ENV PATH={IMAGE_PATH} STANDIN_NAME={SERVED_AS.get(facts.name, facts.name)} STANDIN_PORT={port}",
         f'ENV STANDIN_HEALTH="{health.path if health else ""}" STANDIN_CMD="{cmd[0] if cmd else ""}"',
+        f"ENV STANDIN_ENTRY={Path((entrypoint or cmd)[-1]).name}",  # the script that runs the start-up
     ]
+    if sick:
+        changes.append("ENV STANDIN_SICK=1")
     if entrypoint:
         changes.append(f"ENTRYPOINT {json.dumps(entrypoint)}")
     if cmd:

@@ -159,10 +159,10 @@ def test_a_fork_bomb_stops_at_the_pids_limit(lab) -> None:  # type: ignore[no-un
 
 
 # the images started as root whose capabilities are worked out (homelab/images/facts/*.yaml `capabilities`),
-# by the service the `images` fixture builds their stand-in for (graphite's is built here: no test deploys it)
+# by the service the `images` fixture builds their stand-in for (graphite's is built here: no test deploys it);
+# not redis: homelab starts it as 999:1000 (test_first_start.py shows why)
 ROOT_IMAGES = {
     "db": "postgres:16.6-alpine",
-    "redis": "redis:7.4.1-alpine",
     "nextcloud": "nextcloud:30.0.4-apache",
     "plex": "plexinc/pms-docker:1.41.3.9314-a0bfb8370",
     "graphite": "graphiteapp/graphite-statsd:1.1.10-5",

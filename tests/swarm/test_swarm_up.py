@@ -16,6 +16,8 @@ import pytest
 import standins
 from dockerlab import HOMELAB, free_port, https_get, wait_for
 
+from homelab.images.check import pinned_images
+from homelab.images.facts import all_facts
 from tests.swarm.conftest import GATEWAY_BRIDGE_SUBNET, make_swarm_deployment, swarm_diagnostics
 
 pytestmark = pytest.mark.docker
@@ -141,13 +143,23 @@ def test_a_secret_change_rolls_its_services(lab) -> None:  # type: ignore[no-unt
     assert sorted(versions) == sorted([*changed, *[n for n in names if n.startswith("gitea_admin_password-")]])
 
 
-def test_a_failing_update_rolls_back_by_itself(lab, images) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_update_rolls_back_by_itself(lab, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The new image starts and stays up, serving, but never passes Gitea's health check: the rollback is
+    the swarm's health-driven one (update_config failure_action), not a crash's."""
     healthy = lab.data["images"]["gitea"]
-    lab.data["images"]["gitea"] = images["socket-proxy"]  # runs, but never answers Gitea's health check
+    facts = all_facts()[pinned_images()["gitea"]]
+    lab.data["images"]["gitea"] = standins.faithful_image(tmp_path, facts, tag="sick", sick=True)
     lab.write()
     result = lab.up("--timeout", "120", check=False)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "rolled it back" in result.stderr + result.stdout, result.stderr
+    sick = [
+        t
+        for t in _tasks(lab, "gitea")
+        if t["Spec"]["ContainerSpec"]["Image"].startswith(f"{standins.PREFIX}/gitea:sick")
+    ]
+    assert sick and all(t["Status"].get("ContainerStatus", {}).get("ExitCode", 0) in (0, 137, 143) for t in sick), sick
+    assert any("unhealthy" in t["Status"].get("Err", "") + t["Status"].get("Message", "") for t in sick), sick
     spec = lab.services()["gitea"]["Spec"]["TaskTemplate"]["ContainerSpec"]
     assert spec["Image"].split("@")[0] == healthy
     _serving(lab)
@@ -184,3 +196,10 @@ def test_switch_back_to_compose_keeps_data(lab) -> None:  # type: ignore[no-unty
     assert body.strip() == "gitea"
     assert (lab.base / "tank" / "gitea" / "data" / "marker").read_text() == MARKER
     assert lab.pebble.orders() == lab.orders_after_compose
+
+
+def _tasks(lab, service: str) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    """Every task of one of the lab's swarm services (docker service ps, then inspect)."""
+    name = lab.services()[service]["Spec"]["Name"]
+    ids = standins.docker("service", "ps", "-q", "--no-trunc", name).stdout.split()
+    return json.loads(standins.docker("inspect", *ids).stdout) if ids else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -147,3 +148,35 @@ def test_a_symlinked_acme_json_is_not_a_regular_file(plan, tmp_path: Path) -> No
         "fail",
         f"{path} is not a regular file (a missing bind source became a folder?)",
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chowns folders to other uids")
+def test_a_dataset_folder_owned_by_another_uid_fails_and_up_refuses_before_starting(plan) -> None:
+    """Data restored or moved from another tool (case (c) of the first-start matrix): doctor names the folder,
+    its owner and the chown; prepare_host (what `up` runs before any stack) refuses the same, creating nothing."""
+    redis = next(d for d in plan.datasets if d.key == "nextcloud/redis")
+    Path(redis.path).mkdir(parents=True)
+    os.chown(redis.path, 4242, 4242)
+    checks = _by_name(doctor._owners(plan))
+    check = checks["owner nextcloud/redis"]
+    assert check.level == "fail" and f"{redis.path} is owned by 4242:4242" in check.detail
+    assert f"chown -R 999:1000 {redis.path}" in check.detail
+    with pytest.raises(host.HostError, match="4242:4242"):
+        host.prepare_host(plan, ["cloud"])
+    db = next(d for d in plan.datasets if d.key == "nextcloud/db")
+    assert not Path(db.path).exists()  # nothing created
+    os.chown(redis.path, 999, 1000)
+    assert host.prepare_host(plan, ["cloud"]) and Path(db.path).stat().st_uid == 70
+    assert _by_name(doctor._owners(plan))["dataset owners"].level == "ok"
+
+
+def test_not_root_up_refuses_the_folders_it_cannot_give_their_owner(plan, monkeypatch: pytest.MonkeyPatch) -> None:
+    """homelab run by uid 1000: a new dataset folder would be 1000's, and Redis (999:1000) could not even enter
+    it; prepare_host says so before creating anything."""
+    monkeypatch.setattr(host.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(host.os, "getegid", lambda: 1000)
+    with pytest.raises(host.HostError) as caught:
+        host.prepare_host(plan, ["cloud"])
+    redis = next(d for d in plan.datasets if d.key == "nextcloud/redis")
+    assert f"{redis.path} would be owned by 1000:1000, not 999:1000 (nextcloud/redis): run as root" in str(caught.value)
+    assert not Path(redis.path).exists()

@@ -118,3 +118,18 @@ def test_an_rstudio_pulled_before_the_uid_fix_fails_naming_the_user(example_conf
     # the same image with rstudio at 1000:1000 (built at or after 99aa645) passes
     docker = FakeDocker(refs, {"rocker/rstudio:4.4.2": OLD_RSTUDIO.replace("1001:1001", "1000:1000")})
     assert next(r for r in check_images(plan, docker) if r.facts.name == "rstudio").ok  # type: ignore[arg-type]
+
+
+def test_the_probe_stats_the_folders_the_start_up_works_in() -> None:
+    """The start-up facts checkable without running the app: the owner of each folder the image ships for it
+    (Postgres's PGDATA and socket folder, which its entrypoint walks)."""
+    postgres = all_facts()["postgres:16.6-alpine"]
+    script = probe_script(postgres)
+    assert 'echo "owner /var/lib/postgresql/data $(stat -c %u:%g /var/lib/postgresql/data' in script
+    base = "user 0:0\nprogram pg_isready /usr/local/bin/pg_isready\nprogram sh /bin/sh\n"
+    base += "file /usr/local/bin/docker-entrypoint.sh yes\n"
+    good = base + "owner /var/lib/postgresql/data 70:70\nowner /var/run/postgresql 70:70\n"
+    assert all(f.ok for f in read_probe(postgres, good))
+    wrong = base + "owner /var/lib/postgresql/data 999:999\nowner /var/run/postgresql missing\n"
+    failed = {f.what: f.found for f in read_probe(postgres, wrong) if not f.ok}
+    assert failed == {"owner /var/lib/postgresql/data": "999:999", "owner /var/run/postgresql": "missing"}

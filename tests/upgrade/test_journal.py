@@ -225,6 +225,8 @@ def _cloud(deployment: Deployment) -> tuple[ImageDocker, FakeZfs, Path]:
     docker.hashes[CLOUD] = {c.service: c.config_hash or "" for c in running} | {"nextcloud": "hash-new"}
     (dump,) = upgrade.stack_dumps(stack)
     Path(dump.folder).mkdir(parents=True)
+    db = next(d for d in deployment.plan.datasets if d.path == dump.folder)
+    os.chown(dump.folder, db.uid, db.gid)  # as `storage apply` leaves a mountpoint (up refuses another owner)
     return docker, zfs, Path(dump.folder)
 
 
