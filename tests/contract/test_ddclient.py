@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from homelab.config.loader import load
-from homelab.plan import Plan, build_plan
+from homelab.plan import build_plan
+from homelab.plan_model import Plan
 from homelab.render import Rendering, ddclient
 from homelab.render.compose import render_stack
 from homelab.secrets import user_secret_values
