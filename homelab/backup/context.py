@@ -109,8 +109,9 @@ def _datasets(loaded: LoadedConfig, backup: Backup) -> list[Dataset]:
         return [d for d in plan.datasets if d.backup]
     wanted = set(backup.datasets)
     unknown = wanted - {d.key for d in plan.datasets}
-    if unknown:
-        raise ConfigError([f"backup.datasets: unknown dataset role(s): {', '.join(sorted(unknown))}"])
+    if unknown:  # a role of a disabled app: the catalog knows it (checked at load), this config has none
+        where = loaded.where(("backup", "datasets", backup.datasets.index(min(unknown))))
+        raise ConfigError([f"{where}: backup.datasets: not a dataset of an enabled app: {', '.join(sorted(unknown))}"])
     return [d for d in plan.datasets if d.key in wanted]
 
 
