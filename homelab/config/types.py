@@ -161,8 +161,13 @@ def _word(pattern: str, what: str) -> AfterValidator:
 
 
 def _oncalendar(value: str) -> str:
-    if not oncalendar.parse(value):
+    spec = oncalendar.spec_of(value)
+    if spec is None:
         raise ValueError(f"{value!r} is not a systemd OnCalendar expression {oncalendar.EXAMPLE}")
+    if oncalendar.next_elapse(spec, oncalendar.now_in(spec)) is None:  # the timer would load and never run
+        raise ValueError(
+            f"{value!r} never fires: no time from now on matches it (a past date, or a day its month lacks)"
+        )
     return value
 
 
