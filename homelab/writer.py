@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from homelab import files
 from homelab.errors import RefusedToOverwrite, WriteFailed
 from homelab.layout import SECRETS_DIR
 from homelab.ownership import MANIFEST, manifest_bytes, write_all
@@ -30,6 +31,7 @@ from homelab.ownership import digest as _sha
 from homelab.plan import Plan
 
 Status = Literal["new", "changed", "identical", "obsolete"]
+MAX_OUTPUT_BYTES = 64 * files.MIB  # far above any file homelab renders: a bigger one is not ours
 
 
 @dataclass(frozen=True)
@@ -64,28 +66,33 @@ def _failed(path: Path, exc: OSError) -> WriteFailed:
     return WriteFailed(f"cannot write {path}: {reason}; the previous output is unchanged")
 
 
+def _unreadable(exc: files.Unreadable) -> WriteFailed:
+    return WriteFailed(f"cannot read {exc.path}: {exc.reason}; nothing was written")
+
+
 def _read_manifest(path: Path) -> dict[str, str] | None:
     """The recorded hashes, or None when there is no manifest (a folder homelab never wrote)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = files.read_if_exists(path, MAX_OUTPUT_BYTES)  # None: also a file where the folder goes
+        if raw is None:
+            return None
+        data = json.loads(raw.decode("utf-8"))
         return {str(k): str(v) for k, v in dict(data.get("files", {})).items()}
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # a file where the folder goes: reported when a write needs that folder
     except (ValueError, AttributeError, TypeError):
         return {}  # damaged: nothing in it can vouch for a file
-    except OSError as exc:
-        raise _failed(path, exc) from None
+    except files.Unreadable as exc:
+        if exc.kind in ("special", "too_large"):
+            return {}  # not a manifest homelab wrote: it vouches for nothing
+        raise _unreadable(exc) from None
 
 
 def _current(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except IsADirectoryError:
-        return b""  # a folder where a file goes: differs from any content, and was never ours
-    except OSError as exc:
-        raise _failed(path, exc) from None
+        return files.read_if_exists(path, MAX_OUTPUT_BYTES)
+    except files.Unreadable as exc:
+        if exc.kind in ("special", "too_large"):
+            return b""  # a folder, FIFO or huge file where a file goes: differs from any content, never ours
+        raise _unreadable(exc) from None
 
 
 def _check_out(out: Path) -> None:

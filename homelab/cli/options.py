@@ -24,16 +24,20 @@ VERBOSITY = "homelab.verbosity"  # ctx.meta key: -v count minus -q count
 
 def discover_config() -> Path:
     """homelab.yaml in the working folder or the nearest parent folder that has one (as git finds .git),
-    relative to the working folder; ./homelab.yaml when there is none (the error then names it)."""
+    relative to the working folder; ./homelab.yaml when there is none (the error then names it). Any
+    entry named homelab.yaml stops the search, even one that cannot be read (a symlink loop, a FIFO): the
+    load then says what is wrong with it, instead of quietly using a parent folder's config."""
     here = Path.cwd()
     for folder in (here, *here.parents):
         candidate = folder / DEFAULT_CONFIG
         try:
-            found = candidate.is_file()
-        except OSError:  # a parent we may not look into: keep going up, as git does
+            candidate.lstat()
+        except (FileNotFoundError, NotADirectoryError):
             continue
-        if found:
-            return Path(os.path.relpath(candidate, here))
+        except OSError:  # a parent we may not look into: keep going up, as git does
+            if folder != here:
+                continue
+        return Path(os.path.relpath(candidate, here))
     return DEFAULT_CONFIG
 
 

@@ -39,7 +39,8 @@ class LoadedConfig:
         return f"{self.path}:{_line_of(loc, self.lines)}"
 
     def secret_path(self, relative: str) -> Path:
-        return (self.base_dir / relative).resolve()
+        # not resolved: resolving a symlink loop raises (with the path in its message) before any check
+        return self.base_dir / relative
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
