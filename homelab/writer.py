@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from homelab import files
+from homelab import files, signals
 from homelab.errors import RefusedToOverwrite, WriteFailed
 from homelab.layout import SECRETS_DIR
 from homelab.ownership import MANIFEST, manifest_bytes, write_all
@@ -31,6 +32,8 @@ from homelab.ownership import digest as _sha
 from homelab.plan import Plan
 
 Status = Literal["new", "changed", "identical", "obsolete"]
+NEW, OLD = ".homelab-new", ".homelab-old"  # a file staged next to its target; a replaced one, kept until the end
+log = logging.getLogger(__name__)
 MAX_OUTPUT_BYTES = 64 * files.MIB  # far above any file homelab renders: a bigger one is not ours
 
 
@@ -162,7 +165,7 @@ class _Transaction:
 
     def stage(self, target: Path, content: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
         self.ensure_dir(target.parent)
-        temp = target.with_name(f".{target.name}.homelab-new")
+        temp = target.with_name(f".{target.name}{NEW}")
         try:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()  # left by a process that was killed mid-render
@@ -184,7 +187,7 @@ class _Transaction:
     def _swap(self, temp: Path | None, target: Path) -> None:
         moved = False
         if target.exists():
-            backup = target.with_name(f".{target.name}.homelab-old")
+            backup = target.with_name(f".{target.name}{OLD}")
             with contextlib.suppress(FileNotFoundError):
                 backup.unlink()
             try:
@@ -256,8 +259,31 @@ def _owners(plan: Plan) -> dict[str, tuple[int, int] | None]:
     return {name: (s.owner_uid, s.owner_gid) if can_chown else None for name, s in plan.secrets.items()}
 
 
+def _leftovers(out: Path, report: WriteReport) -> list[Path]:
+    """Staged or kept files a killed run (kill -9, power loss) left in the folders this write touches."""
+    folders = {out, out / SECRETS_DIR, *((out / c.path).parent for c in report.changes)}
+    found = [p for f in sorted(folders) if f.is_dir() for s in (NEW, OLD) for p in f.glob(f".*{s}")]
+    return sorted(set(found))
+
+
+def _clean_leftovers(out: Path, report: WriteReport) -> None:
+    for path in _leftovers(out, report):
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise _failed(path, exc) from None
+        log.warning("removed %s, left by an interrupted homelab run", path)
+
+
 def apply(out: Path, report: WriteReport, files: dict[str, bytes], secret_files: dict[str, bytes], plan: Plan) -> None:
-    """Write what `diff` found new or changed and remove obsolete files we wrote, all or nothing."""
+    """Write what `diff` found new or changed and remove obsolete files we wrote, all or nothing: SIGINT
+    and SIGTERM wait until the write is done or undone (homelab/signals.py), so no signal cuts it in two."""
+    with signals.deferred():
+        _clean_leftovers(out, report)
+        _apply(out, report, files, secret_files, plan)
+
+
+def _apply(out: Path, report: WriteReport, files: dict[str, bytes], secret_files: dict[str, bytes], plan: Plan) -> None:
     secrets_dir = out / SECRETS_DIR
     owners = _owners(plan)
     up_to_date = (out / MANIFEST).exists() and (secrets_dir / MANIFEST).exists()
