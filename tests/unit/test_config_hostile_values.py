@@ -67,3 +67,18 @@ def test_well_formed_ports_and_smtp_hosts_pass(tmp_path: Path, extra: str, value
         return
     config = load(path).config
     assert value in (config.edge.http_port, config.monitoring.smtp and config.monitoring.smtp.host)
+
+
+def test_a_backup_dataset_of_a_disabled_app_names_file_and_line(tmp_path: Path) -> None:
+    from homelab.backup.context import context
+
+    path = tmp_path / "homelab.yaml"
+    path.write_text(
+        BASE + "apps:\n  plex:\n    enabled: false\n"
+        "backup:\n  remotes:\n    usb: {type: local, path: /mnt/usb}\n  datasets: [gitea/data, plex/config]\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        context(load(path), read_only=True)
+    assert caught.value.problems == [
+        f"{path}:14: backup.datasets: not a dataset of an enabled app: plex/config"  # the inline list's line
+    ]
