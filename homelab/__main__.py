@@ -1,3 +1,3 @@
-from homelab.cli import main
+from homelab.entry import main
 
 main()

@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     ENVIRONMENT = 4  # the machine lacks what was asked for: Docker Engine, compose v2, graphite-web...
     REFUSED = 5  # a file homelab did not write (or one edited by hand) stands where it would write
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+    TERMINATED = 143  # SIGTERM (128 + 15): what systemd and Docker send to stop a process
 
 
 class HomelabError(Exception):

@@ -13,6 +13,7 @@ DEFAULT_CONFIG = Path("homelab.yaml")  # the CLI's --config default, relative to
 CONFIG_ENV = "HOMELAB_CONFIG"  # environment variable overriding the default config path
 
 STACKS_DIR = "stacks"  # default output folder, next to homelab.yaml
+LOCAL_DIR = "local"  # local mode's files (its own stacks, data, CA), next to homelab.yaml
 SECRETS_DIR = "secrets"  # sibling of the stack folders, so compose files reference ../secrets/NAME
 COMPOSE_FILE = "compose.yaml"  # one per stack folder
 STACK_FILE = "stack.yaml"  # one per stack folder instead, with engine: swarm (docker stack deploy)

@@ -27,13 +27,12 @@ from pathlib import Path
 
 from homelab.config.loader import LoadedConfig
 from homelab.errors import CommandFailed, EnvironmentProblem
-from homelab.layout import STACKS_DIR
+from homelab.layout import LOCAL_DIR, STACKS_DIR
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render.local_ca import PEBBLE_HTTPS_ROOT
 from homelab.runtime.docker import Docker, describe_failure
 
-LOCAL_DIR = "local"  # next to homelab.yaml
 LOCAL_DOMAIN = "localhost"
 CA_ENTRY = "local-ca"  # compose/local-ca.yaml
 CA_DIRECTORY = "https://pebble:14000/dir"  # as Traefik reaches it on the proxy network

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from homelab.errors import RefusedToOverwrite
+from homelab.files import MIB, Unreadable, read_if_exists
 
 MANIFEST = ".homelab-manifest.json"
 
@@ -28,18 +29,21 @@ def digest(data: bytes) -> str:
 def read_manifest(folder: Path) -> dict[str, str]:
     """Path relative to `folder` -> SHA-256 of what homelab last wrote there ({} when none)."""
     try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        return dict(data.get("files", {}))
-    except (FileNotFoundError, ValueError):
+        raw = read_if_exists(folder / MANIFEST, 64 * MIB)
+        return dict(json.loads(raw.decode("utf-8")).get("files", {})) if raw is not None else {}
+    except ValueError:
         return {}
 
 
 def is_ours(folder: Path, relative: str) -> bool:
     """True when `folder/relative` is absent, or holds exactly what homelab last wrote there."""
-    path = folder / relative
-    if not path.exists():
-        return True
-    return read_manifest(folder).get(relative) == digest(path.read_bytes())
+    try:
+        current = read_if_exists(folder / relative, 64 * MIB)
+    except Unreadable as exc:
+        if exc.kind == "other":
+            raise
+        return False  # a folder, FIFO or huge file: not what homelab wrote
+    return current is None or read_manifest(folder).get(relative) == digest(current)
 
 
 def write_manifest(folder: Path, files: Mapping[str, bytes]) -> None:

@@ -84,7 +84,7 @@ def _add_entry(plan: Plan, loaded: LoadedConfig, e: CatalogEntry, *, forwards_tc
     stack.networks.update({name: {"internal": True} for name in e.internal_networks})
     for name in [*e.generated_secrets, *e.rendered_secrets]:
         plan.secrets[secret_name(e.owner, name)] = Secret(secret_name(e.owner, name), None)
-    services = {name: _service(config, e, name, spec, plan.routes) for name, spec in e.services.items()}
+    services = {name: _service(loaded, e, name, spec, plan.routes) for name, spec in e.services.items()}
     for service in services.values():
         service.networks = _networks(e, service, plan.routes)
         if not forwards_tcp:  # the edge cannot forward them: the service publishes its TCP routes itself
@@ -191,7 +191,8 @@ def _placeholders(config: Config, e: CatalogEntry, routes: list[Route]) -> dict[
     }
 
 
-def _service(config: Config, e: CatalogEntry, name: str, spec: ServiceSpec, routes: list[Route]) -> Service:
+def _service(loaded: LoadedConfig, e: CatalogEntry, name: str, spec: ServiceSpec, routes: list[Route]) -> Service:
+    config = loaded.config
     values = _placeholders(config, e, routes)
 
     def fill(text: str) -> str:
@@ -232,7 +233,9 @@ def _service(config: Config, e: CatalogEntry, name: str, spec: ServiceSpec, rout
         read_only=spec.read_only,
         cap_add=list(spec.cap_add),
         cap_drop=list(spec.cap_drop),
-        resources=(spec.resources or Resources()).overridden_by(_app_resources(config, name), f"apps.{name}.resources"),
+        resources=(spec.resources or Resources()).overridden_by(
+            _app_resources(config, name), f"{loaded.where(('apps', name, 'resources'))}: apps.{name}.resources"
+        ),
         network_mode=spec.network_mode,
         depends_on=list(spec.depends_on),
         healthcheck=spec.healthcheck.model_dump() if spec.healthcheck else None,

@@ -17,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from homelab import files, signals
 from homelab.errors import RefusedToOverwrite, WriteFailed
 from homelab.layout import SECRETS_DIR
 from homelab.ownership import MANIFEST, manifest_bytes, write_all
@@ -30,6 +32,9 @@ from homelab.ownership import digest as _sha
 from homelab.plan_model import Plan
 
 Status = Literal["new", "changed", "identical", "obsolete"]
+NEW, OLD = ".homelab-new", ".homelab-old"  # a file staged next to its target; a replaced one, kept until the end
+log = logging.getLogger(__name__)
+MAX_OUTPUT_BYTES = 64 * files.MIB  # far above any file homelab renders: a bigger one is not ours
 
 
 @dataclass(frozen=True)
@@ -64,28 +69,33 @@ def _failed(path: Path, exc: OSError) -> WriteFailed:
     return WriteFailed(f"cannot write {path}: {reason}; the previous output is unchanged")
 
 
+def _unreadable(exc: files.Unreadable) -> WriteFailed:
+    return WriteFailed(f"cannot read {exc.path}: {exc.reason}; nothing was written")
+
+
 def _read_manifest(path: Path) -> dict[str, str] | None:
     """The recorded hashes, or None when there is no manifest (a folder homelab never wrote)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = files.read_if_exists(path, MAX_OUTPUT_BYTES)  # None: also a file where the folder goes
+        if raw is None:
+            return None
+        data = json.loads(raw.decode("utf-8"))
         return {str(k): str(v) for k, v in dict(data.get("files", {})).items()}
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # a file where the folder goes: reported when a write needs that folder
     except (ValueError, AttributeError, TypeError):
         return {}  # damaged: nothing in it can vouch for a file
-    except OSError as exc:
-        raise _failed(path, exc) from None
+    except files.Unreadable as exc:
+        if exc.kind in ("special", "too_large"):
+            return {}  # not a manifest homelab wrote: it vouches for nothing
+        raise _unreadable(exc) from None
 
 
 def _current(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except IsADirectoryError:
-        return b""  # a folder where a file goes: differs from any content, and was never ours
-    except OSError as exc:
-        raise _failed(path, exc) from None
+        return files.read_if_exists(path, MAX_OUTPUT_BYTES)
+    except files.Unreadable as exc:
+        if exc.kind in ("special", "too_large"):
+            return b""  # a folder, FIFO or huge file where a file goes: differs from any content, never ours
+        raise _unreadable(exc) from None
 
 
 def _check_out(out: Path) -> None:
@@ -155,7 +165,7 @@ class _Transaction:
 
     def stage(self, target: Path, content: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
         self.ensure_dir(target.parent)
-        temp = target.with_name(f".{target.name}.homelab-new")
+        temp = target.with_name(f".{target.name}{NEW}")
         try:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()  # left by a process that was killed mid-render
@@ -177,7 +187,7 @@ class _Transaction:
     def _swap(self, temp: Path | None, target: Path) -> None:
         moved = False
         if target.exists():
-            backup = target.with_name(f".{target.name}.homelab-old")
+            backup = target.with_name(f".{target.name}{OLD}")
             with contextlib.suppress(FileNotFoundError):
                 backup.unlink()
             try:
@@ -249,8 +259,31 @@ def _owners(plan: Plan) -> dict[str, tuple[int, int] | None]:
     return {name: (s.owner_uid, s.owner_gid) if can_chown else None for name, s in plan.secrets.items()}
 
 
+def _leftovers(out: Path, report: WriteReport) -> list[Path]:
+    """Staged or kept files a killed run (kill -9, power loss) left in the folders this write touches."""
+    folders = {out, out / SECRETS_DIR, *((out / c.path).parent for c in report.changes)}
+    found = [p for f in sorted(folders) if f.is_dir() for s in (NEW, OLD) for p in f.glob(f".*{s}")]
+    return sorted(set(found))
+
+
+def _clean_leftovers(out: Path, report: WriteReport) -> None:
+    for path in _leftovers(out, report):
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise _failed(path, exc) from None
+        log.warning("removed %s, left by an interrupted homelab run", path)
+
+
 def apply(out: Path, report: WriteReport, files: dict[str, bytes], secret_files: dict[str, bytes], plan: Plan) -> None:
-    """Write what `diff` found new or changed and remove obsolete files we wrote, all or nothing."""
+    """Write what `diff` found new or changed and remove obsolete files we wrote, all or nothing: SIGINT
+    and SIGTERM wait until the write is done or undone (homelab/signals.py), so no signal cuts it in two."""
+    with signals.deferred():
+        _clean_leftovers(out, report)
+        _apply(out, report, files, secret_files, plan)
+
+
+def _apply(out: Path, report: WriteReport, files: dict[str, bytes], secret_files: dict[str, bytes], plan: Plan) -> None:
     secrets_dir = out / SECRETS_DIR
     owners = _owners(plan)
     up_to_date = (out / MANIFEST).exists() and (secrets_dir / MANIFEST).exists()

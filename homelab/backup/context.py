@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from homelab import files
 from homelab.backup import crypt, retention
 from homelab.backup.records import LastGood
 from homelab.backup.state import State, write_private
 from homelab.backup.zfs import Snapshots
 from homelab.config.loader import LoadedConfig
 from homelab.config.models import Backup
+from homelab.config.secretfiles import MAX_SECRET_BYTES
 from homelab.errors import ConfigError, HomelabError
 from homelab.plan import build_plan
 from homelab.plan_model import Dataset
@@ -51,7 +53,7 @@ def default_state_dir(loaded: LoadedConfig) -> Path:
 
 def _secret(loaded: LoadedConfig, named: str | None, generated: str, notes: list[str]) -> str:
     if named:
-        return loaded.secret_path(named).read_text(encoding="utf-8").rstrip("\r\n")
+        return files.read_bytes(loaded.secret_path(named), MAX_SECRET_BYTES).decode("utf-8").rstrip("\r\n")
     path = loaded.base_dir / generated
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +61,7 @@ def _secret(loaded: LoadedConfig, named: str | None, generated: str, notes: list
         with os.fdopen(fd, "w") as handle:
             handle.write(generate() + "\n")
         notes.append(f"generated {path}: keep a copy somewhere safe, without it the backup cannot be read")
-    return path.read_text(encoding="utf-8").rstrip("\r\n")
+    return files.read_bytes(path, MAX_SECRET_BYTES).decode("utf-8").rstrip("\r\n")
 
 
 @dataclass
@@ -110,8 +112,9 @@ def _datasets(loaded: LoadedConfig, backup: Backup) -> list[Dataset]:
         return [d for d in plan.datasets if d.backup]
     wanted = set(backup.datasets)
     unknown = wanted - {d.key for d in plan.datasets}
-    if unknown:
-        raise ConfigError([f"backup.datasets: unknown dataset role(s): {', '.join(sorted(unknown))}"])
+    if unknown:  # a role of a disabled app: the catalog knows it (checked at load), this config has none
+        where = loaded.where(("backup", "datasets", backup.datasets.index(min(unknown))))
+        raise ConfigError([f"{where}: backup.datasets: not a dataset of an enabled app: {', '.join(sorted(unknown))}"])
     return [d for d in plan.datasets if d.key in wanted]
 
 
@@ -123,6 +126,7 @@ def context(
     remote: str | None = None,
     rclone: RcloneDriver | None = None,
     snapshots: Snapshots | None = None,
+    read_only: bool = False,
 ) -> Context:
     backup = loaded.config.backup
     if backup is None or not backup.enabled:
@@ -134,14 +138,14 @@ def context(
         remotes = [remote]
     datasets = _datasets(loaded, backup)
     state = State(state_dir or default_state_dir(loaded))
-    state.ensure()
     notes: list[str] = []
-    password = _secret(loaded, backup.crypt_password_file, GENERATED_PASSWORD, notes)
-    salt = _secret(loaded, backup.crypt_salt_file, GENERATED_SALT, notes)
-    values = user_secret_values(loaded)
-    secret_options = {name: {k: values[v] for k, v in r.secret_options.items()} for name, r in backup.remotes.items()}
     driver = rclone or Rclone(state.rclone_config, state.logs, stall_timeout=backup.stall_timeout)
-    write_private(
-        state.rclone_config, crypt.config_text(driver, backup.remotes, secret_options, password, salt).encode()
-    )
+    if not read_only:  # `backup status` reads records only: no folder, no generated password, no rclone.conf
+        state.ensure()
+        password = _secret(loaded, backup.crypt_password_file, GENERATED_PASSWORD, notes)
+        salt = _secret(loaded, backup.crypt_salt_file, GENERATED_SALT, notes)
+        values = user_secret_values(loaded)
+        secret_options = {n: {k: values[v] for k, v in r.secret_options.items()} for n, r in backup.remotes.items()}
+        config = crypt.config_text(driver, backup.remotes, secret_options, password, salt)
+        write_private(state.rclone_config, config.encode())
     return Context(loaded, datasets, state, driver, snapshots or Snapshots(), remotes, clock, notes)

@@ -30,11 +30,11 @@ StateOption = Annotated[
 ]
 
 
-def _ctx(config: Path, state_dir: Path | None, remote: str | None = None) -> Context:
+def _ctx(config: Path, state_dir: Path | None, remote: str | None = None, *, read_only: bool = False) -> Context:
     from homelab.backup import context
     from homelab.config.loader import load
 
-    ctx = context(load(config), state_dir=state_dir, remote=remote)
+    ctx = context(load(config), state_dir=state_dir, remote=remote, read_only=read_only)
     for note in ctx.notes:
         typer.echo(f"note: {note}", err=True)
     return ctx
@@ -128,7 +128,7 @@ def status_cmd(
     Exit 1 when no run has succeeded last, or the last verify or drill failed."""
     from homelab.backup import status
 
-    info = status(_ctx(config, state_dir))
+    info = status(_ctx(config, state_dir, read_only=True))  # a status command writes nothing
     if as_json:
         typer.echo(info.model_dump_json(indent=2))
     else:

@@ -1,7 +1,8 @@
 """The one error handler, around every command: exceptions -> one clear line on stderr + the exit code.
 
 - HomelabError: its message (a ConfigError: one `file:line: key: problem` line per problem), its exit code;
-- Ctrl-C: `interrupted`, exit 130, no traceback;
+- Ctrl-C (SIGINT): `interrupted`, exit 130; SIGTERM: `terminated`, exit 143; no traceback, after every
+  step on the way out has undone itself (homelab/signals.py);
 - anything else is a bug: one line naming a crash log that holds the traceback, exit 3.
 
 It runs in the outermost group's `invoke` (the `homelab` app, or a sub-app invoked on its own as the tests
@@ -40,14 +41,21 @@ class HandledGroup(TyperGroup):
     def invoke(self, ctx: Context) -> Any:
         if ctx.parent is not None:  # an outer group handles it, once
             return super().invoke(ctx)
+        from homelab import signals
+
+        if "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args):  # before parsing: a signal may come first
+            ctx.meta[JSON_MODE] = True
         try:
-            return super().invoke(ctx)
+            with signals.raising():  # SIGTERM raises Terminated from here on, as SIGINT raises KeyboardInterrupt
+                return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException, BrokenPipeError):
             raise  # exit codes, usage errors (exit 2) and a closed pipe: typer reports them
         except HomelabError as exc:
             raise typer.Exit(_report(ctx, exc.exit_code, _lines(exc))) from None
         except KeyboardInterrupt:
             raise typer.Exit(_report(ctx, ExitCode.INTERRUPTED, ["interrupted"])) from None
+        except signals.Terminated:
+            raise typer.Exit(_report(ctx, ExitCode.TERMINATED, ["terminated"])) from None
         except Exception as exc:
             raise typer.Exit(_report(ctx, ExitCode.INTERNAL, [_crash_line(exc)])) from None
 

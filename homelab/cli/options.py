@@ -15,7 +15,7 @@ import typer
 from typer.main import get_command
 
 if TYPE_CHECKING:
-    from typer._click import Parameter
+    from typer._click import Context, Parameter
 
 DEFAULT_CONFIG = Path("homelab.yaml")
 JSON_MODE = "homelab.json"  # ctx.meta key: the command prints one JSON document on stdout
@@ -24,23 +24,53 @@ VERBOSITY = "homelab.verbosity"  # ctx.meta key: -v count minus -q count
 
 def discover_config() -> Path:
     """homelab.yaml in the working folder or the nearest parent folder that has one (as git finds .git),
-    relative to the working folder; ./homelab.yaml when there is none (the error then names it)."""
+    relative to the working folder; ./homelab.yaml when there is none (the error then names it). Any
+    entry named homelab.yaml stops the search, even one that cannot be read (a symlink loop, a FIFO): the
+    load then says what is wrong with it, instead of quietly using a parent folder's config."""
     here = Path.cwd()
     for folder in (here, *here.parents):
         candidate = folder / DEFAULT_CONFIG
         try:
-            found = candidate.is_file()
-        except OSError:  # a parent we may not look into: keep going up, as git does
+            candidate.lstat()
+        except (FileNotFoundError, NotADirectoryError):
             continue
-        if found:
-            return Path(os.path.relpath(candidate, here))
+        except OSError:  # a parent we may not look into: keep going up, as git does
+            if folder != here:
+                continue
+        return Path(os.path.relpath(candidate, here))
     return DEFAULT_CONFIG
+
+
+# Commands that only read: they never wait for the folder's lock. Every other command with a config
+# option writes something (outputs, state, the inventory) and holds the lock while it runs.
+READ_ONLY = frozenset(
+    {
+        "validate", "plan", "status", "doctor", "logs", "nodes", "images", "images check", "monitor",
+        "monitor check", "monitor size", "monitor snapshot", "monitor test-alert", "storage", "storage plan",
+        "backup", "backup status", "backup schedule", "backup schedule print", "certs", "certs check",
+    }
+)  # fmt: skip
+
+
+def command_name(ctx: typer.Context) -> str:
+    """`backup run` for `homelab backup run` (the root's own name left out)."""
+    names = []
+    here: Context | None = ctx
+    while here is not None and here.parent is not None:
+        names.append(here.info_name or "")
+        here = here.parent
+    return " ".join(reversed(names))
 
 
 def _config(ctx: typer.Context, param: typer.CallbackParam, value: Path) -> Path:
     source = ctx.get_parameter_source(param.name or "config")
     if source is not None and source.name == "DEFAULT":  # neither -c nor HOMELAB_CONFIG: look for it
-        return discover_config()
+        value = discover_config()
+    name = command_name(ctx)
+    if name not in READ_ONLY and not ctx.resilient_parsing:
+        from homelab.folderlock import holding  # only for writers: `--help` stays fast
+
+        ctx.with_resource(holding(value.absolute().parent, name))
     return value
 
 

@@ -1,7 +1,7 @@
 """How results are printed. Secret files are listed by name only; their contents never reach here.
 
-Colour only on a terminal and never when NO_COLOR is set (https://no-color.org); --json documents are
-described in docs/cli.md.
+Colour only on a terminal that says it understands escapes (TERM set and not `dumb`) and never when
+NO_COLOR is set (https://no-color.org); --json documents are described in docs/cli.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ LEVEL_COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 
 def colour_enabled(stream: TextIO) -> bool:
-    return not os.environ.get("NO_COLOR") and stream.isatty()
+    term = os.environ.get("TERM", "")
+    return not os.environ.get("NO_COLOR") and term not in ("", "dumb") and stream.isatty()
 
 
 def paint(text: str, colour: str, *, err: bool = False) -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from homelab.config.models import Config
+from homelab.layout import LOCAL_DIR, STACKS_DIR
 
 Loc = tuple[str | int, ...]
 
@@ -108,6 +110,13 @@ def _sections(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[
         if label in taken:
             yield loc, f"subdomain {label!r} is already used by {taken[label]}"
         taken[label] = owner
+    longest = max((label for _, _, label in hosts), key=len, default="")
+    if len(f"{longest}.{config.domain.name}") > 253:  # the DNS limit for a whole name; each part fits alone
+        yield (
+            ("domain", "name"),
+            f"the app name {longest}.<domain> would be {len(longest) + 1 + len(config.domain.name)} characters "
+            "long, over the DNS limit of 253",
+        )
 
     used: dict[int, str] = {}
     for key, port in config.published_ports():
@@ -157,3 +166,15 @@ def _map_keys(config: Config) -> Iterator[tuple[Loc, str]]:
 def cross_field_problems(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[Loc, str]]:
     yield from _sections(config, written)
     yield from _map_keys(config)
+
+
+def folder_problems(config: Config, base_dir: Path) -> Iterator[tuple[Loc, str]]:
+    """Data folders inside a folder homelab rewrites (the stacks, local mode's files next to homelab.yaml)
+    would be hidden by a mount or removed as obsolete output."""
+    outputs = [base_dir / STACKS_DIR, base_dir / LOCAL_DIR]
+    folders: list[tuple[Loc, str | None]] = [(("storage", "mountpoint"), config.storage.mountpoint)]
+    folders.append((("backup", "state_dir"), config.backup.state_dir if config.backup else None))
+    for loc, folder in folders:
+        inside = next((o for o in outputs if folder and Path(folder).is_relative_to(o)), None)
+        if inside is not None:
+            yield loc, f"{folder!r} is inside {inside}, a folder homelab writes its output to"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import types
 import typing
@@ -38,17 +39,24 @@ class LoadedConfig:
         return f"{self.path}:{_line_of(loc, self.lines)}"
 
     def secret_path(self, relative: str) -> Path:
-        return (self.base_dir / relative).resolve()
+        # not resolved: resolving a symlink loop raises (with the path in its message) before any check
+        return self.base_dir / relative
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
+
+
 def _control_problem(node: yaml.Node, loc: Loc) -> str | None:
     """Every string in homelab.yaml lands in some config file or command line, where a line break or
-    other control character would start a new line or option: refused in keys and values alike."""
+    other control character would start a new line or option: refused in keys and values alike. A plain
+    number with a leading zero is octal to YAML 1.1 (`0443` is 291) and decimal to YAML 1.2: refused too."""
     if not isinstance(node, yaml.ScalarNode):
         return None
+    if node.tag == "tag:yaml.org,2002:int" and _LEADING_ZERO.fullmatch(node.value):
+        return f"{_dotted(loc)}: {node.value} has a leading zero (YAML reads 0443 as octal 291); write it without"
     found = _CONTROL.search(node.value)
     if found is None:
         return None
@@ -136,6 +144,8 @@ def _message(error: Any, root: type[BaseModel] = Config) -> str:
         msg = msg.removeprefix(prefix)
     if kind == "literal_error":
         msg = msg.replace("Input should be", "must be")
+    if kind == "int_type" and isinstance(error.get("input"), bool | str):  # a port: `true` or "0443"
+        return f"must be a whole number written without quotes, not {json.dumps(error['input'])}"
     return msg
 
 
@@ -179,7 +189,7 @@ def parse_model(path: Path, model: type[M], *, missing: str, empty: str | None =
 def load(path: Path | str) -> LoadedConfig:
     """Read, parse and validate a config file, then check cross-field rules and secret files."""
     from homelab.config.cabundle import ca_bundle_problems
-    from homelab.config.checks import cross_field_problems
+    from homelab.config.checks import cross_field_problems, folder_problems
     from homelab.config.secretfiles import secret_file_problems
 
     path = Path(path)
@@ -194,6 +204,7 @@ def load(path: Path | str) -> LoadedConfig:
         f"{path}:{_line_of(loc, index)}: {_dotted(loc)}: {message}"
         for loc, message in (
             *cross_field_problems(config, index.__contains__),
+            *folder_problems(config, loaded.base_dir),
             *secret_file_problems(loaded),
             *ca_bundle_problems(loaded),
         )

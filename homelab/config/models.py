@@ -17,6 +17,7 @@ from homelab.config.types import (
     Address,
     BackendName,
     Cidr,
+    DataFolder,
     DatasetName,
     DevicePath,
     DiskName,
@@ -163,8 +164,10 @@ class DatasetOverride(Model):
 class Storage(Model):
     pool: DatasetName = Field("tank", description="ZFS pool name.")
     root: DatasetName = Field("tank/homelab", description="Parent dataset of every app dataset.")
-    mountpoint: AbsolutePath = Field(
-        "/tank/homelab", description="Where the root dataset is mounted on the host (absolute, normalised, no '..')."
+    mountpoint: DataFolder = Field(
+        "/tank/homelab",
+        description="Where the root dataset is mounted on the host (absolute, normalised, no '..'; not under "
+        "/proc, /sys, /dev or /run, nor inside homelab's output folders).",
     )
     datasets: dict[str, DatasetOverride] = Field(
         default_factory=dict, description="Overrides per dataset role, keyed '<app>/<role>' (e.g. plex/media)."
@@ -258,7 +261,7 @@ class Thresholds(Model):
 class Smtp(Model):
     """Grafana's mail server (rendered as GF_SMTP_*; the password reaches Grafana as a secret file)."""
 
-    host: str = Field(description="SMTP server host name or address.")
+    host: Address = Field(description="SMTP server host name or IP address.")
     port: Port = Field(587, description="SMTP port (587 STARTTLS, 465 TLS, 25 plain).")
     from_address: Email = Field(description="Sender address of alert mails.")
     user: str | None = Field(None, description="SMTP login, if the server wants one.")
@@ -355,7 +358,7 @@ class Backup(Model):
         description="Seconds a transfer may make no progress (a remote lost mid-run) before the run stops "
         "with an error and releases its lock.",
     )
-    state_dir: AbsolutePath | None = Field(
+    state_dir: DataFolder | None = Field(
         None,
         description="Run records, file listings and the rclone config (0600); collectd reads "
         "<remote>.last_success here. Default: <storage.mountpoint>/.homelab/backup.",

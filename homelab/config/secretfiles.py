@@ -7,6 +7,7 @@ from __future__ import annotations
 import stat
 from collections.abc import Iterator
 
+from homelab import files
 from homelab.config.loader import LoadedConfig, Loc, secret_refs
 
 MAX_SECRET_BYTES = 64 * 1024
@@ -52,19 +53,20 @@ def content_problem(loc: Loc, raw: bytes) -> str | None:
 def _problem(loaded: LoadedConfig, loc: Loc, relative: str) -> str | None:
     path = loaded.secret_path(relative)
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            return "the secret file is not a regular file"
-        if info.st_mode & 0o077:
-            mode = stat.S_IMODE(info.st_mode)
-            return f"the secret file is readable by others (mode {mode:04o}); make it private with chmod 600"
-        if info.st_size > MAX_SECRET_BYTES:
+        raw = files.read_bytes(path, MAX_SECRET_BYTES)
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except files.Unreadable as exc:
+        if exc.kind == "missing":
+            return "the secret file does not exist (the path is relative to homelab.yaml's folder)"
+        if exc.kind == "too_large":
             return f"the secret file is larger than {MAX_SECRET_BYTES // 1024} KiB"
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return "the secret file does not exist (the path is relative to homelab.yaml's folder)"
-    except OSError as exc:
+        if exc.kind == "special":
+            return "the secret file is not a regular file"
+        return f"the secret file cannot be read ({exc.reason})"
+    except OSError as exc:  # replaced between the read and the mode check
         return f"the secret file cannot be read ({exc.strerror or type(exc).__name__})"
+    if mode & 0o077:
+        return f"the secret file is readable by others (mode {mode:04o}); make it private with chmod 600"
     return content_problem(loc, raw)
 
 

@@ -23,9 +23,17 @@ _IMAGE_RE = re.compile(
 )
 
 
+def _numeric_top(value: str) -> bool:
+    """An IP address literal or a name ending in an all-digit label: no top-level domain is all digits
+    (RFC 3696 2), so `192.168.1.1` or `10.0.0.300` where a name goes would render a route nothing matches."""
+    return "." in value and value.rsplit(".", 1)[1].isdigit()
+
+
 def _hostname(value: str) -> str:
     if len(value) > 253 or not _HOSTNAME_RE.match(value):
         raise ValueError(f"{value!r} is not a valid hostname (lowercase letters, digits, '-', dots)")
+    if _numeric_top(value):
+        raise ValueError(f"{value!r} looks like an IP address, not a host name")
     return value
 
 
@@ -47,6 +55,8 @@ def _address(value: str) -> str:
 def _domain(value: str) -> str:
     if len(value) > 253 or not _DOMAIN_RE.match(value):
         raise ValueError(f"{value!r} is not a valid domain name (e.g. example.com)")
+    if _numeric_top(value):
+        raise ValueError(f"{value!r} is an IP address, not a domain name (e.g. example.com)")
     return value
 
 
@@ -69,6 +79,8 @@ def _email(value: str) -> str:
 
 
 def _cidr(value: str) -> str:
+    if "%" in value:  # fe80::%eth0/64: a zone id names an interface of one host; no allow list takes it
+        raise ValueError(f"{value!r} has an IPv6 zone id ('%...'); write the network without it")
     try:
         return str(ipaddress.ip_network(value))
     except ValueError:
@@ -112,6 +124,18 @@ def _absolute(value: str) -> str:
     return normal
 
 
+# Kernel file systems and run-time folders: a dataset mounted there hides them or vanishes at reboot
+PSEUDO_FOLDERS = ("/proc", "/sys", "/dev", "/run", "/var/run")
+
+
+def _data_folder(value: str) -> str:
+    path = _absolute(value)
+    pseudo = next((p for p in PSEUDO_FOLDERS if path == p or path.startswith(p + "/")), None)
+    if pseudo is not None:
+        raise ValueError(f"{value!r} is under {pseudo}, a kernel or run-time file system; use a folder on disk")
+    return path
+
+
 def _device(value: str) -> str:
     path = _absolute(value) if value.startswith("/") else value
     if not path.startswith("/dev/"):
@@ -137,8 +161,13 @@ def _word(pattern: str, what: str) -> AfterValidator:
 
 
 def _oncalendar(value: str) -> str:
-    if not oncalendar.parse(value):
+    spec = oncalendar.spec_of(value)
+    if spec is None:
         raise ValueError(f"{value!r} is not a systemd OnCalendar expression {oncalendar.EXAMPLE}")
+    if oncalendar.next_elapse(spec, oncalendar.now_in(spec)) is None:  # the timer would load and never run
+        raise ValueError(
+            f"{value!r} never fires: no time from now on matches it (a past date, or a day its month lacks)"
+        )
     return value
 
 
@@ -154,6 +183,8 @@ Image = Annotated[str, AfterValidator(_image)]
 Timezone = Annotated[str, AfterValidator(_timezone)]
 OnCalendar = Annotated[str, AfterValidator(_oncalendar)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+# A folder that holds data: absolute and on a real disk (not /proc, /sys, /run, ...)
+DataFolder = Annotated[str, AfterValidator(_data_folder)]
 DevicePath = Annotated[str, AfterValidator(_device)]
 Url = Annotated[str, AfterValidator(_url)]
 # Names written unquoted into ddclient.conf, rclone.conf, env files and mount targets
@@ -165,7 +196,8 @@ ProviderName = Annotated[str, _word(r"[a-z][a-z0-9.]{0,31}", "a lego DNS provide
 ZfsProperty = Annotated[str, _word(r"[a-z][a-z0-9_.:-]{0,255}", "a ZFS property name (e.g. recordsize)")]
 MediaName = Annotated[str, _word(r"[a-z0-9][a-z0-9_-]{0,62}", "a folder name for /data/<name> (a-z, 0-9, - and _)")]
 DiskName = Annotated[str, _word(r"[a-z][a-z0-9]{1,31}", "a disk name as in /dev (e.g. sda, nvme0n1)")]
-Port = Annotated[int, Field(ge=1, le=65535)]
+# strict: YAML `true` would be port 1 and "0080" a string; a number is written as a number
+Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
 Id = Annotated[int, Field(ge=0, le=2**31 - 1)]
 # A path to a file holding one secret, relative to homelab.yaml. Checked at load: exists, not world-readable.
 SecretFile = Annotated[str, Field(min_length=1, json_schema_extra={"secret_file": True})]

@@ -27,6 +27,7 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
+from homelab import files
 from homelab.errors import ConfigError
 
 CParser: Any
@@ -158,17 +159,17 @@ def _yaml_problem(exc: yaml.YAMLError, text: str, name: str) -> ConfigError:
 
 
 def read(path: Path, name: str, missing: str) -> str:
-    """The file's text, refusing a file past MAX_BYTES before reading it whole, and naming the line of
-    a byte that is not UTF-8."""
+    """The file's text (a regular file of at most MAX_BYTES: homelab/files.py), naming the line of a
+    byte that is not UTF-8."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError([f"{name}: no such file ({missing})"]) from None
-    except OSError as exc:
-        raise ConfigError([f"{name}: cannot read: {exc.strerror or exc}"]) from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError([f"{name}: the file is larger than {MAX_BYTES // 1024} KiB (the limit for homelab.yaml)"])
+        raw = files.read_bytes(path, MAX_BYTES)
+    except files.Unreadable as exc:
+        if exc.kind == "missing":
+            raise ConfigError([f"{name}: no such file ({missing})"]) from None
+        if exc.kind == "too_large":
+            limit = f"the file is larger than {MAX_BYTES // 1024} KiB (the limit for homelab.yaml)"
+            raise ConfigError([f"{name}: {limit}"]) from None
+        raise ConfigError([f"{name}: cannot read: {exc.reason}"]) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

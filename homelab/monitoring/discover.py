@@ -181,7 +181,7 @@ def discover_into(
 ) -> tuple[Path, Found]:
     """Discover and write the inventory file (keeping the user's edits of an existing one)."""
     path = inventory_path(loaded)
-    previous = inv.load(path) if path.exists() else None
+    previous = inv.load(path) if path.is_symlink() or path.exists() else None  # a loop is reported
     found = discover(bmc, host, previous, smart=smart, zfs=zfs)
     if not found.inventory.bmc and bmc is not None:
         raise EnvironmentProblem(

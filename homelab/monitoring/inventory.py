@@ -255,7 +255,7 @@ def of_config(loaded: LoadedConfig) -> Inventory | None:
 
     monitoring = loaded.config.monitoring
     path = loaded.base_dir / monitoring.inventory if monitoring.inventory else None
-    inventory = load(path) if path and path.exists() else None
+    inventory = load(path) if path and (path.is_symlink() or path.exists()) else None  # a loop is reported
     if not monitoring.sensors:
         return inventory
     problems: dict[tuple[str, ...], str]

@@ -150,4 +150,4 @@ def test_config_that_is_a_folder(tmp_path: Path) -> None:
     (tmp_path / "homelab.yaml").mkdir()
     result = CliRunner().invoke(app, ["validate", "-c", str(tmp_path / "homelab.yaml")])
     assert result.exit_code == 2
-    assert result.stderr == f"{tmp_path / 'homelab.yaml'}: cannot read: Is a directory\n"
+    assert result.stderr == f"{tmp_path / 'homelab.yaml'}: cannot read: it is a folder, not a regular file\n"

@@ -6,6 +6,7 @@ The numbers are written out here on purpose: they are a promise to scripts, not 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -149,6 +150,19 @@ def test_130_interrupted_in_process(example_config: Path, monkeypatch: pytest.Mo
     assert result.stderr == "interrupted\n"
 
 
+def test_143_terminated_in_process(example_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from homelab.signals import Terminated
+
+    def terminated(*args: object, **kwargs: object) -> None:
+        raise Terminated
+
+    monkeypatch.setattr("homelab.plan.build_plan", terminated)
+    result = runner.invoke(app, ["validate", "--json", "-c", str(example_config)])
+    assert result.exit_code == 143
+    assert result.stderr == "terminated\n"
+    assert json.loads(result.stdout) == {"ok": False, "exit_code": 143, "errors": ["terminated"]}
+
+
 def test_130_ctrl_c(example_config: Path) -> None:
     proc = _patched("wait", "validate", "-c", str(example_config))
     assert proc.stdout is not None
@@ -174,8 +188,8 @@ def test_the_documented_table_lists_exactly_these_codes() -> None:
 
     text = (REPO / "docs" / "cli.md").read_text()
     table = re.findall(r"^\| (\d+) \|", text, flags=re.MULTILINE)
-    assert sorted(int(code) for code in table) == [0, 1, 2, 3, 4, 5, 130]
-    assert sorted(int(code) for code in ExitCode) == [0, 1, 2, 3, 4, 5, 130]
+    assert sorted(int(code) for code in table) == [0, 1, 2, 3, 4, 5, 130, 143]
+    assert sorted(int(code) for code in ExitCode) == [0, 1, 2, 3, 4, 5, 130, 143]
 
 
 def test_a_sub_app_invoked_on_its_own_is_handled_too(tmp_path: Path) -> None:

@@ -87,8 +87,11 @@ def test_bad_resources_are_refused_with_file_line_and_key(
 def test_reservation_above_the_catalog_limit_is_refused(example_config: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         build_plan(load(_with(example_config, "gitea", {"reservation": "2g"})))
-    assert caught.value.problems == [
-        "apps.gitea.resources: reservation 2g exceeds memory 1g (with the catalog's defaults)"
+    lines = example_config.read_text().splitlines()
+    gitea = lines.index("  gitea:")
+    line = next(i for i, text in enumerate(lines[gitea:], gitea + 1) if text == "    resources:")
+    assert caught.value.problems == [  # found while planning, still at file:line (issue 32)
+        f"{example_config}:{line}: apps.gitea.resources: reservation 2g exceeds memory 1g (with the catalog's defaults)"
     ]
 
 
