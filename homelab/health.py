@@ -3,21 +3,34 @@
 compose's exit code is not trusted: 2.40 can return 0 from `up --wait` while a dependency is unhealthy
 and its dependents sit in "created", and it has returned 0 having created nothing. So every planned
 service is checked on the engine, and a failure names the service and what it last said.
+
+The last word of `up` (and `status`) is about the declared state, not about what this run deployed:
+every service of the selected stacks must run and be healthy (or run, without a health check), each
+one that is not is named with the engine's reason (`Down`): exit code, OOM kill, last health probe,
+a bind source that no longer exists.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from homelab.errors import CommandFailed, HomelabError
+from homelab.layout import EDGE_STACK, project_name
 from homelab.runtime.docker import Container, Engine, describe_failure
+
+if TYPE_CHECKING:
+    from homelab.plan import Plan
 
 if TYPE_CHECKING:
     from homelab.apply import StackPlan
 
 POLL_SECONDS = 1.0  # between two looks at a stack whose services are still starting
 LOG_LINES = 3  # of a stopped container's output, in the failure message
+_OOM_NOTE = "; it was OOM-killed at its memory limit"  # restarted by its policy, the kill stays on record
 
 
 class ApplyFailed(HomelabError):
@@ -77,9 +90,86 @@ def _worst_first(container: Container) -> tuple[bool, str]:
 def _verdict(docker: Engine, stack: str, c: Container, seconds: float) -> str:
     if c.health in ("unhealthy", "starting"):
         verdict = "is unhealthy" if c.health == "unhealthy" else f"did not become healthy within {seconds:.0f}s"
-        return f"stack {stack}: service {c.service} {verdict}; last health check: {c.health_output or '(no output)'}"
-    text = docker.logs_tail(c.id, LOG_LINES)
-    tail = " | ".join(line.strip() for line in text.splitlines()[-LOG_LINES:])
-    return f"stack {stack}: service {c.service} {c.state} (exit code {c.exit_code})" + (
-        f"; last output: {tail}" if tail else ""
-    )
+        probe = f"last health check: {c.health_output or '(no output)'}{_OOM_NOTE if c.oom_killed else ''}"
+        return f"stack {stack}: service {c.service} {verdict}; {probe}"
+    return f"stack {stack}: service {c.service} {container_reason(docker, c)}"
+
+
+# --- the declared state --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Down:
+    """A declared service that is not running and healthy, with the engine's own reason."""
+
+    stack: str
+    service: str
+    reason: str
+    starting: bool = False  # it may still get there (a health check not passed yet, a task being started)
+
+    def __str__(self) -> str:
+        return f"{self.stack}/{self.service}: {self.reason}"
+
+
+def gated_stacks(plan: Plan, selected: list[str]) -> list[str]:
+    """The stacks whose health `up` answers for: the selected ones, and the edge when one of them is
+    served through it (its routes do not work while the edge is down)."""
+    routed = {r.stack for r in plan.routes} | {r.stack for r in plan.tcp_routes}
+    edge = [EDGE_STACK] if EDGE_STACK in plan.stacks and EDGE_STACK not in selected and routed & set(selected) else []
+    return [n for n in plan.stacks if n in selected or n in edge]
+
+
+def require_declared(look: Callable[[], list[Down]], timeout: float) -> None:
+    """`up`'s last word: ApplyFailed naming every declared service still down once none is starting
+    any more (or at the timeout); `look` asks the engine."""
+    deadline = time.monotonic() + timeout
+    down = look()
+    while any(d.starting for d in down) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        down = look()
+    if down:
+        lines = [f"up: {len(down)} declared service(s) not running and healthy:", *(f"  {d}" for d in down)]
+        raise ApplyFailed("\n".join(lines))
+
+
+def compose_down(plan: Plan, docker: Engine, stacks: list[str]) -> list[Down]:
+    """Every declared service of `stacks` that is not running and healthy on the engine, and why."""
+    containers = {(c.project, c.service): c for c in docker.containers([project_name(n) for n in stacks])}
+    result = []
+    for name in stacks:
+        for service in plan.stacks[name].services:
+            found = containers.get((project_name(name), service))
+            reason = container_reason(docker, found)
+            if reason:
+                starting = found is not None and found.running and found.health == "starting"
+                result.append(Down(name, service, reason, starting))
+    return result
+
+
+def container_reason(docker: Engine, c: Container | None) -> str:
+    """Why this container is not running and healthy ("" when it is): the engine's own words."""
+    if c is None:
+        return "no container"
+    oom = ", OOM-killed at its memory limit" if c.oom_killed else ""
+    if not c.running:
+        text = docker.logs_tail(c.id, LOG_LINES) if c.state in ("exited", "dead", "restarting") else ""
+        tail = " | ".join(line.strip() for line in text.splitlines()[-LOG_LINES:])
+        return f"{c.state} (exit code {c.exit_code}{oom})" + (f"; last output: {tail}" if tail else "")
+    if c.health in ("unhealthy", "starting"):
+        verdict = "unhealthy" if c.health == "unhealthy" else "not healthy yet"
+        return f"{verdict}; last health check: {c.health_output or '(no output)'}{_OOM_NOTE if c.oom_killed else ''}"
+    gone = [m.get("Source", "") for m in c.mounts if m.get("Type") == "bind" and _missing(m.get("Source", ""))]
+    if gone:
+        return f"running, but its bind source path does not exist: {', '.join(gone)}"
+    return ""
+
+
+def _missing(path: str) -> bool:
+    """The host path is not there (the engine runs on this host: compose's bind sources are ours)."""
+    try:
+        Path(path).stat()
+    except FileNotFoundError:
+        return True
+    except OSError:  # not ours to read: it is there
+        return False
+    return False

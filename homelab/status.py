@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from homelab.certs.store import Issued, UnreadableStore, read_holdings
+from homelab.health import container_reason
 from homelab.layout import project_name
 from homelab.plan import Plan
 from homelab.runtime.docker import Engine
@@ -26,6 +27,7 @@ class ServiceStatus:
     memory: str = "-"  # in use / limit, e.g. "212 MiB / 1024 MiB" (docker stats, the container's limit)
     oom_killed: bool = False  # its last exit was the kernel's OOM killer at its limit (State.OOMKilled)
     restarts: int = 0  # restarts by its restart policy (RestartCount)
+    reason: str = ""  # why it is not running and healthy, in the engine's words ("" when it is)
 
 
 def status(plan: Plan, docker: Engine) -> list[ServiceStatus]:
@@ -51,6 +53,7 @@ def status(plan: Plan, docker: Engine) -> list[ServiceStatus]:
                     memory=_memory(in_use.get(c.id), c.memory_limit) if c else "-",
                     oom_killed=c.oom_killed if c else False,
                     restarts=c.restart_count if c else 0,
+                    reason=container_reason(docker, c),
                 )
             )
     return rows

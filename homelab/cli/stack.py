@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,8 +25,9 @@ from homelab.cli.report import emit_json, print_table
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
     from pathlib import Path
 
-    from homelab.apply import Convergence
+    from homelab.apply import ApplyResult, Convergence
     from homelab.config.loader import LoadedConfig
+    from homelab.drift import Drift
     from homelab.plan import Plan
     from homelab.project import RenderResult
     from homelab.runtime.docker import Docker
@@ -62,7 +64,7 @@ def up(
     local: LocalOption = False,
 ) -> None:
     """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
-    from homelab import apply, drift
+    from homelab import apply, drift, health
     from homelab.certs import guard
     from homelab.cli.report import print_report
     from homelab.plan import build_plan
@@ -84,28 +86,33 @@ def up(
     if dry_run:
         pending = {s: result.rendering.files[f"{s}/compose.yaml"] for s in selected if f"{s}/compose.yaml" in changed}
     convergence = apply.converge(
-        result.plan,
-        result.out,
-        docker,
-        selected,
-        changed_files=changed,
-        pending_compose=pending,
+        result.plan, result.out, docker, selected, changed_files=changed, pending_compose=pending,
         include_removed_stacks=not stacks,
-    )
+    )  # fmt: skip
     repairs = drift.mark_repairs(convergence, drift.find_drift(convergence, result.plan, changed))
     if result.report.changed:
         print_report(result, applied=not dry_run)
     _print_convergence(convergence)
-    if dry_run or not convergence.changed:
-        return None if dry_run else _finish(stacks, loaded, result, docker, timeout, _progress(ctx), local)
-    progress = _progress(ctx)
-    undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
-    outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
-    for found in repairs:
-        typer.echo(f"repaired {drift.describe(found)}")
-    done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
-    typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
+    if dry_run:
+        return
+    progress, done = _progress(ctx), "nothing to apply"
+    if convergence.changed:
+        undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
+        outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
+        done = _applied(outcome, repairs)
+    # whatever this run deployed: every declared service of the selected stacks must be up at the end
+    gate = health.gated_stacks(result.plan, selected)
+    health.require_declared(partial(health.compose_down, result.plan, docker, gate), timeout)
+    typer.echo(f"up: {done}; all healthy in {time.monotonic() - began:.1f}s")
     _finish(stacks, loaded, result, docker, timeout, progress, local)
+
+
+def _applied(outcome: ApplyResult, repairs: list[Drift]) -> str:
+    from homelab.drift import describe
+
+    for found in repairs:
+        typer.echo(f"repaired {describe(found)}")
+    return ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed]) + " applied"
 
 
 def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Plan | None, Path | None]:
@@ -241,7 +248,7 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
         docker.check()
         rows = service_status.status(plan, docker)
         drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
-    bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
+    bad = [r for r in rows if r.reason]
     if as_json:
         emit_json({"ok": not bad, "services": [asdict(r) for r in rows], "drift": [asdict(d) for d in drifts]})
         raise typer.Exit(1 if bad else 0)
@@ -261,6 +268,8 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
         for r in rows
     ]
     print_table(header, cells)
+    for r in bad:
+        typer.echo(f"down: {r.stack}/{r.service}: {r.reason}")
     for found in drifts:
         typer.echo(drift.describe(found))
     raise typer.Exit(1 if bad else 0)

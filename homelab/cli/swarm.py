@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import typer
 
-from homelab import apply
+from homelab import apply, health
 from homelab.cli.report import print_report
 from homelab.config.loader import LoadedConfig
 from homelab.errors import EnvironmentProblem
@@ -86,14 +87,19 @@ def up(
     if result.report.changed:
         print_report(result, applied=not dry_run)
     show(convergence)
-    if dry_run or not convergence.changed:
+    if dry_run:
         return
-    state.label_single_node(swarm, progress)
-    outcome = converge.apply(
-        convergence, wanted, result.plan, swarm, engine.Docker(), timeout=timeout, progress=progress
-    )
-    done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
-    typer.echo(f"up: {done} applied; all converged and healthy in {time.monotonic() - began:.1f}s")
+    done = "nothing to apply"
+    if convergence.changed:
+        state.label_single_node(swarm, progress)
+        outcome = converge.apply(
+            convergence, wanted, result.plan, swarm, engine.Docker(), timeout=timeout, progress=progress
+        )
+        done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed]) + " applied"
+    # whatever this run deployed: every declared service of the selected stacks must run at the end
+    gate = health.gated_stacks(result.plan, selected)
+    health.require_declared(partial(state.swarm_down, result.plan, swarm, gate), timeout)
+    typer.echo(f"up: {done}; all converged and healthy in {time.monotonic() - began:.1f}s")
 
 
 def down(plan: Plan, out: Path, stacks: list[str], progress: Callable[[str], None]) -> None:

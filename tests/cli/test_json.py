@@ -74,9 +74,15 @@ def test_doctor_json_and_its_exit_code(example_config: Path, monkeypatch: pytest
     }
 
 
-@pytest.mark.parametrize(("health", "code"), [("healthy", 0), ("unhealthy", 1)])
-def test_status_json(example_config: Path, monkeypatch: pytest.MonkeyPatch, health: str, code: int) -> None:
-    row = ServiceStatus("edge", "traefik", "running", health, "traefik:v3", "https://x", "2030-01-01", "1 h ago")
+@pytest.mark.parametrize(
+    ("health", "reason", "code"), [("healthy", "", 0), ("unhealthy", "unhealthy; last health check: refused", 1)]
+)
+def test_status_json(
+    example_config: Path, monkeypatch: pytest.MonkeyPatch, health: str, reason: str, code: int
+) -> None:
+    row = ServiceStatus(
+        "edge", "traefik", "running", health, "traefik:v3", "https://x", "2030-01-01", "1 h ago", reason=reason
+    )
     monkeypatch.setattr("homelab.runtime.docker.Docker.check", lambda self: None)
     monkeypatch.setattr("homelab.status.status", lambda plan, docker: [row])
     monkeypatch.setattr("homelab.drift.status_drift", lambda plan, out, docker: [])
@@ -97,6 +103,7 @@ def test_status_json(example_config: Path, monkeypatch: pytest.MonkeyPatch, heal
                 "memory": "-",
                 "oom_killed": False,
                 "restarts": 0,
+                "reason": reason,
             }
         ],
         "drift": [],

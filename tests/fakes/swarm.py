@@ -3,7 +3,9 @@
 `deploy` does what `docker stack deploy` does to the fake's services: each service of the given files
 (read from disk; `${VAR:?...}` filled from the env) is created, or updated (its version bumped) when its
 spec differs, with one task running the new spec's digest label. Steer it with:
-`nodes_list` (the nodes), `pending[service]` (its task stays pending with that reason),
+`nodes_list` (the nodes), `pending[service]` (its task stays pending with that reason), `rejected[service]`
+(its task is rejected with that error and shut down, as the engine does when a bind source is missing),
+`fail(service, ...)` (its task ends after the deploy),
 `rollback[service]` (its update fails: the previous spec comes back, update state rollback_completed),
 `busy_network[namespace]` (that many `stack rm` fail: a stopping task still uses the stack's network),
 `local_state` / `manager` (what `docker info` says), `network_subnets` (`docker network inspect`: the
@@ -41,6 +43,7 @@ class FakeSwarm:
         self.svc: dict[str, Service] = {}
         self.task_list: dict[str, Task] = {}  # service name -> its one task
         self.pending: dict[str, str] = {}
+        self.rejected: dict[str, str] = {}
         self.rollback: dict[str, str] = {}
         self.busy_network: dict[str, int] = {}
         self.networks_left: set[str] = set()  # namespaces whose network a failed `stack rm` left
@@ -123,6 +126,21 @@ class FakeSwarm:
         self.task_list[name] = Task(f"t{next(_ids):04d}", service.id, "", "running", state, "", reason, "", digest)
         if state == "running":
             self.task_list[name] = replace(self.task_list[name], node_id=self.nodes_list[0].id, error="")
+        if short in self.rejected:
+            self.fail(short, "rejected", self.rejected[short])
+
+    def fail(self, short: str, state: str, error: str, *, desired: str = "shutdown", node_id: str = "") -> None:
+        """The service's task ends in `state` with `error` (its desired state `desired`), and no other starts."""
+        name = next(n for n in self.svc if n.endswith(f"_{short}"))
+        task = self.task_list[name]
+        self.task_list[name] = replace(
+            task,
+            desired=desired,
+            state=state,
+            error=error,
+            node_id=node_id or task.node_id,
+            updated_at="2026-11-27T10:05Z",
+        )
 
     def remove_services(self, names: Sequence[str]) -> None:
         self.calls.append(("remove_services", list(names)))

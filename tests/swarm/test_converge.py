@@ -110,7 +110,7 @@ def test_a_task_no_node_can_take_is_reported_pending_with_the_reason(lab: Lab) -
     assert f"stack dev: gitea: pending: {reason}" in str(caught.value)
     plan, _, _ = lab.plan()
     rows = {f"{r.stack}/{r.service}": r for r in state.status(plan, lab.swarm)}
-    assert rows["dev/gitea"].state == f"pending: {reason}"
+    assert (rows["dev/gitea"].state, rows["dev/gitea"].reason) == ("pending", f"pending: {reason}")
     assert rows["edge/traefik"].state == "running" and rows["edge/traefik"].health == "healthy"
 
 
