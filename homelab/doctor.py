@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Literal
 
 from homelab.discover import drift_report
+from homelab.engine.host import ACME_MODE, acme_json_path, acme_state
 from homelab.errors import CommandFailed, HomelabError
-from homelab.host import ACME_MODE, acme_json_path, acme_state
 from homelab.images.budget import Budget
 from homelab.memory import ArcPlan, host_budget, plan_arc
 from homelab.plan import Plan
@@ -46,8 +46,8 @@ def run_checks(
     checks += [*_zfs(plan, zfs or ZfsCli()), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
     checks += preflight.run(plan, preflight.Probe())
     if plan.config.engine == "swarm":
+        from homelab.engine.swarm_state import checks as swarm_checks
         from homelab.runtime.swarm import SwarmCli
-        from homelab.swarm.state import checks as swarm_checks
 
         checks += swarm_checks(plan, swarm or SwarmCli())
     return [*checks, *status.held_checks(plan), *memory_checks(host_budget(plan), plan_arc)]

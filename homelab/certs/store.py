@@ -12,8 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from homelab.engine.host import acme_json_path
 from homelab.errors import HomelabError
-from homelab.host import acme_json_path
 from homelab.plan import Plan
 
 if TYPE_CHECKING:  # imported where a certificate is read: render and plan import this module (~20 ms)

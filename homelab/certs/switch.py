@@ -9,10 +9,10 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from homelab import apply
 from homelab.certs import guard, staging
 from homelab.config.loader import LoadedConfig
-from homelab.host import acme_json_path
+from homelab.engine import compose as apply
+from homelab.engine.host import acme_json_path
 from homelab.layout import EDGE_STACK, project_name
 from homelab.plan import Plan, build_plan
 from homelab.project import render_project

@@ -14,7 +14,7 @@ def nodes(as_json: JsonOption = False) -> None:
     """Swarm nodes: role, state, labels (homelab.storage / homelab.edge place the services) and the
     homelab services running on each (docs/swarm.md)."""
     from homelab.cli.swarm import manager
-    from homelab.swarm.state import nodes as node_rows
+    from homelab.engine.swarm_state import nodes as node_rows
 
     rows = node_rows(manager())
     if as_json:

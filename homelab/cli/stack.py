@@ -25,9 +25,9 @@ from homelab.cli.report import emit_json, print_table
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
     from pathlib import Path
 
-    from homelab.apply import ApplyResult, Convergence
     from homelab.config.loader import LoadedConfig
-    from homelab.drift import Drift
+    from homelab.engine.compose import ApplyResult, Convergence
+    from homelab.engine.drift import Drift
     from homelab.plan import Plan
     from homelab.project import RenderResult
     from homelab.runtime.docker import Docker
@@ -64,9 +64,10 @@ def up(
     local: LocalOption = False,
 ) -> None:
     """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
-    from homelab import apply, drift, health
     from homelab.certs import guard
     from homelab.cli.report import print_report
+    from homelab.engine import compose as apply
+    from homelab.engine import drift, health
     from homelab.plan import build_plan
     from homelab.project import default_out, render_project
     from homelab.upgrade import guard_for, journal_first
@@ -108,7 +109,7 @@ def up(
 
 
 def _applied(outcome: ApplyResult, repairs: list[Drift]) -> str:
-    from homelab.drift import describe
+    from homelab.engine.drift import describe
 
     for found in repairs:
         typer.echo(f"repaired {describe(found)}")
@@ -207,7 +208,7 @@ def down(
     local: LocalOption = False,
 ) -> None:
     """Stop and remove the stacks' containers (reverse order). Datasets, acme.json and secrets are kept."""
-    from homelab import apply
+    from homelab.engine import compose as apply
     from homelab.plan import build_plan
     from homelab.project import default_out
 
@@ -229,9 +230,9 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     """Per service: state, health, image, route URL, certificate expiry, last change, memory in use / limit,
     restarts (and whether the last exit was an OOM kill); then drift
     (containers changed by hand, strays; `up` repairs them)."""
-    from homelab import drift
-    from homelab import status as service_status
     from homelab.config.loader import load
+    from homelab.engine import drift
+    from homelab.engine import status as service_status
     from homelab.plan import build_plan
     from homelab.project import default_out
     from homelab.runtime.docker import Docker
@@ -240,7 +241,7 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
     plan = build_plan(loaded)
     if loaded.config.engine == "swarm":  # no drift: Swarm itself puts back what differs from the spec
         from homelab.cli.swarm import manager
-        from homelab.swarm.state import status as swarm_status
+        from homelab.engine.swarm_state import status as swarm_status
 
         rows, drifts = swarm_status(plan, manager()), []
     else:

@@ -1,5 +1,5 @@
 """up, down, logs when homelab.yaml says `engine: swarm` (homelab/cli/stack.py hands over here;
-`status` reads its rows from homelab/swarm/state.py).
+`status` reads its rows from homelab/engine/swarm_state.py).
 
 Imported only by those commands, after the config is loaded: the library is imported at the top.
 """
@@ -13,9 +13,12 @@ from pathlib import Path
 
 import typer
 
-from homelab import apply, health
 from homelab.cli.report import print_report
 from homelab.config.loader import LoadedConfig
+from homelab.engine import compose as apply
+from homelab.engine import health
+from homelab.engine import swarm as converge
+from homelab.engine import swarm_state as state
 from homelab.errors import EnvironmentProblem
 from homelab.layout import project_name
 from homelab.plan import Plan, build_plan
@@ -23,7 +26,6 @@ from homelab.project import default_out, render_project
 from homelab.runtime import docker as engine
 from homelab.runtime import process
 from homelab.runtime.swarm import SwarmCli
-from homelab.swarm import converge, state
 
 
 def manager() -> SwarmCli:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from homelab.runtime import process
 
 NAMESPACE_LABEL = "com.docker.stack.namespace"
-SPEC_LABEL = "homelab.spec"  # digest of what homelab deployed, on the service and its tasks (homelab/swarm/)
+SPEC_LABEL = "homelab.spec"  # digest of what homelab deployed, on the service and its tasks (homelab/engine/swarm.py)
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from homelab import apply
 from homelab.certs import staging, switch
 from homelab.certs.ledger import Order, ledger_path, load_ledger
 from homelab.certs.store import read_resolvers
 from homelab.cli import app
 from homelab.config.loader import load
+from homelab.engine import compose as apply
+from homelab.engine.host import acme_json_path
 from homelab.errors import Refused
-from homelab.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER
 from homelab.runtime import docker as docker_module

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from homelab.cli import app
 from homelab.doctor import Check
-from homelab.status import ServiceStatus
+from homelab.engine.status import ServiceStatus
 
 runner = CliRunner()
 
@@ -84,8 +84,8 @@ def test_status_json(
         "edge", "traefik", "running", health, "traefik:v3", "https://x", "2030-01-01", "1 h ago", reason=reason
     )
     monkeypatch.setattr("homelab.runtime.docker.Docker.check", lambda self: None)
-    monkeypatch.setattr("homelab.status.status", lambda plan, docker: [row])
-    monkeypatch.setattr("homelab.drift.status_drift", lambda plan, out, docker: [])
+    monkeypatch.setattr("homelab.engine.status.status", lambda plan, docker: [row])
+    monkeypatch.setattr("homelab.engine.drift.status_drift", lambda plan, out, docker: [])
     result = runner.invoke(app, ["status", "--json", "-c", str(example_config)])
     assert result.exit_code == code, result.output
     assert _document(result.stdout) == {

@@ -20,7 +20,9 @@ import standins
 import yaml
 from dockerlab import remove_homelab_resources
 
-from homelab import apply, drift, upgrade, upgrade_journal, upgrade_undo
+from homelab import upgrade, upgrade_journal, upgrade_undo
+from homelab.engine import compose as apply
+from homelab.engine import drift
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
 from homelab.plan import Dataset, Mount, Plan, Service, Stack

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from homelab.config.loader import load
-from homelab.health import ApplyFailed
+from homelab.engine import swarm as converge
+from homelab.engine import swarm_state as state
+from homelab.engine.health import ApplyFailed
 from homelab.project import render_project
-from homelab.swarm import converge, state
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.swarm import FakeSwarm, node
 from tests.fakes.zfs import FakeZfs

@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from homelab import apply
+from homelab.engine import compose as apply
+from homelab.engine.health import ApplyFailed
 from homelab.errors import CommandFailed, ConfigError
-from homelab.health import ApplyFailed
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
 from tests.unit.conftest import Deployment

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from homelab import apply
 from homelab.cli import app
+from homelab.engine import compose as apply
 from homelab.errors import CommandFailed
 from homelab.runtime import docker as docker_module
 from homelab.runtime import process
@@ -151,7 +151,7 @@ def test_status_table_and_its_exit_code(deployment: Deployment, engine: FakeDock
 
 
 def test_status_with_an_unreadable_acme_json_shows_no_expiry(deployment: Deployment, engine: FakeDocker) -> None:
-    from homelab import status
+    from homelab.engine import status
 
     acme = deployment.mount / "edge" / "acme" / "acme.json"
     acme.parent.mkdir(parents=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from homelab import apply
 from homelab.cli import app
+from homelab.engine import compose as apply
 from homelab.runtime import docker as docker_module
 from tests.fakes.docker import FakeDocker
 from tests.fakes.swarm import FakeSwarm, node
@@ -46,8 +46,8 @@ def _engines(kind: str, deployment: Deployment, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(docker_module, "Docker", lambda: found.docker)
     monkeypatch.setattr(apply, "ZfsCli", FakeZfs)
     monkeypatch.setattr("homelab.cli.swarm.manager", lambda: found.swarm)
-    monkeypatch.setattr("homelab.swarm.converge.POLL_SECONDS", 0)
-    monkeypatch.setattr("homelab.health.POLL_SECONDS", 0)
+    monkeypatch.setattr("homelab.engine.swarm.POLL_SECONDS", 0)
+    monkeypatch.setattr("homelab.engine.health.POLL_SECONDS", 0)
     if kind == "swarm":
         text = deployment.config.read_text().replace("version: 1\n", "version: 1\nengine: swarm\n", 1)
         deployment.config.write_text(text)

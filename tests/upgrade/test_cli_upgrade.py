@@ -58,7 +58,7 @@ def test_rollback_of_a_stack_never_upgraded_is_refused(deployment: Deployment, m
 
 
 def test_status_reports_drift_and_up_repairs_it(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
-    from homelab import apply
+    from homelab.engine import compose as apply
     from tests.fakes.zfs import FakeZfs
 
     fake = FakeDocker()

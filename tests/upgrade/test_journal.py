@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homelab import apply, upgrade, upgrade_journal, upgrade_undo
+from homelab import upgrade, upgrade_journal, upgrade_undo
+from homelab.engine import compose as apply
 from homelab.errors import HomelabError
 from homelab.layout import project_name
 from tests.fakes.docker import container

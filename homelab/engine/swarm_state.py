@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from ipaddress import ip_network
 
 from homelab.doctor import Check
+from homelab.engine.health import Down
+from homelab.engine.status import ServiceStatus, _expiry, _when, served_certificates
+from homelab.engine.swarm import task_reason
 from homelab.errors import CommandFailed
-from homelab.health import Down
 from homelab.layout import PROJECT_PREFIX, project_name
 from homelab.plan import Plan
 from homelab.render.swarm import EDGE_LABEL, STORAGE_LABEL
 from homelab.runtime.docker import describe_failure
 from homelab.runtime.swarm import Node, Service, Swarm, Task
-from homelab.status import ServiceStatus, _expiry, _when, served_certificates
-from homelab.swarm.converge import task_reason
 
 # Between nodes (Docker's overlay network docs): 2377/tcp to managers (cluster management), 7946/tcp+udp
 # (node discovery), 4789/udp (VXLAN data); ESP (IP protocol 50) too when the overlay is encrypted.

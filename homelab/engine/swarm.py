@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from homelab.apply import ApplyResult, Convergence, ServiceAction, StackPlan, zfs_dataset_names
+from homelab.engine.compose import ApplyResult, Convergence, ServiceAction, StackPlan, zfs_dataset_names
+from homelab.engine.health import ApplyFailed
+from homelab.engine.host import prepare_host
 from homelab.errors import CommandFailed
-from homelab.health import ApplyFailed
-from homelab.host import prepare_host
 from homelab.layout import EDGE_STACK, PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
 from homelab.plan import Plan
 from homelab.render.swarm import content_digest, digest_variable

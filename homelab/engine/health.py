@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from homelab.plan import Plan
 
 if TYPE_CHECKING:
-    from homelab.apply import StackPlan
+    from homelab.engine.compose import StackPlan
 
 POLL_SECONDS = 1.0  # between two looks at a stack whose services are still starting
 LOG_LINES = 3  # of a stopped container's output, in the failure message

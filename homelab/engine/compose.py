@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from homelab.engine.health import diagnose, wait_healthy
+from homelab.engine.host import prepare_host
 from homelab.errors import CommandFailed, ConfigError
-from homelab.health import diagnose, wait_healthy
-from homelab.host import prepare_host
 from homelab.layout import COMPOSE_FILE, PROJECT_PREFIX, SECRETS_DIR, project_name
 from homelab.plan import Plan, Stack
 from homelab.runtime.docker import OVERRIDE, Container, Engine

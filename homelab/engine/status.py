@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from homelab.certs.store import Issued, UnreadableStore, read_holdings
-from homelab.health import container_reason
+from homelab.engine.health import container_reason
 from homelab.layout import project_name
 from homelab.plan import Plan
 from homelab.runtime.docker import Engine

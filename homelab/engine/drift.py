@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from homelab.apply import Convergence, ServiceAction, converge
+from homelab.engine.compose import Convergence, ServiceAction, converge
 from homelab.layout import COMPOSE_FILE
 from homelab.plan import Plan, Service
 from homelab.runtime.docker import Container, Engine
