@@ -8,7 +8,7 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from homelab.discover import drift_report
 from homelab.engine.host import ACME_MODE, acme_json_path, acme_state
@@ -18,8 +18,10 @@ from homelab.memory import ArcPlan, host_budget, plan_arc
 from homelab.plan import Plan
 from homelab.runtime.docker import Docker, Engine
 from homelab.runtime.ipmi import BmcReader
-from homelab.runtime.swarm import Swarm
 from homelab.runtime.zfs import ZFS, Zfs, ZfsCli
+
+if TYPE_CHECKING:
+    from homelab.engine.interface import Engine as StackEngine
 
 Level = Literal["ok", "warn", "fail"]
 
@@ -38,18 +40,16 @@ def run_checks(
     *,
     docker: Engine | None = None,
     zfs: Zfs | None = None,
-    swarm: Swarm | None = None,
+    engine: StackEngine | None = None,
 ) -> list[Check]:
     from homelab.certs import preflight, status  # they build on this module's Check
 
     checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
     checks += [*_zfs(plan, zfs or ZfsCli()), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
     checks += preflight.run(plan, preflight.Probe())
-    if plan.config.engine == "swarm":
-        from homelab.engine.swarm_state import checks as swarm_checks
-        from homelab.runtime.swarm import SwarmCli
+    from homelab.engine.interface import engine_for
 
-        checks += swarm_checks(plan, swarm or SwarmCli())
+    checks += (engine or engine_for(plan.config)).checks(plan)
     return [*checks, *status.held_checks(plan), *memory_checks(host_budget(plan), plan_arc)]
 
 

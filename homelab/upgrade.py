@@ -26,9 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from homelab.engine.compose import Convergence, StackPlan
 from homelab.engine.drift import REPAIR
 from homelab.engine.health import ApplyFailed
+from homelab.engine.model import Convergence, StackPlan
 from homelab.errors import CommandFailed, HomelabError
 from homelab.layout import COMPOSE_FILE
 from homelab.plan import Plan, Stack

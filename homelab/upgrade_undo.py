@@ -8,8 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from homelab.engine.compose import StackPlan, up_healthy
+from homelab.engine.compose import up_healthy
 from homelab.engine.health import ApplyFailed, wait_healthy
+from homelab.engine.model import StackPlan
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
 from homelab.runtime.docker import Engine

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homelab.engine.model import Down, StackPlan
 from homelab.errors import CommandFailed, HomelabError
 from homelab.layout import EDGE_STACK, project_name
 from homelab.runtime.docker import Container, Engine, describe_failure
@@ -25,8 +25,6 @@ from homelab.runtime.docker import Container, Engine, describe_failure
 if TYPE_CHECKING:
     from homelab.plan import Plan
 
-if TYPE_CHECKING:
-    from homelab.engine.compose import StackPlan
 
 POLL_SECONDS = 1.0  # between two looks at a stack whose services are still starting
 LOG_LINES = 3  # of a stopped container's output, in the failure message
@@ -96,19 +94,6 @@ def _verdict(docker: Engine, stack: str, c: Container, seconds: float) -> str:
 
 
 # --- the declared state --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Down:
-    """A declared service that is not running and healthy, with the engine's own reason."""
-
-    stack: str
-    service: str
-    reason: str
-    starting: bool = False  # it may still get there (a health check not passed yet, a task being started)
-
-    def __str__(self) -> str:
-        return f"{self.stack}/{self.service}: {self.reason}"
 
 
 def gated_stacks(plan: Plan, selected: list[str]) -> list[str]:

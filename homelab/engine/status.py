@@ -30,7 +30,7 @@ class ServiceStatus:
     reason: str = ""  # why it is not running and healthy, in the engine's words ("" when it is)
 
 
-def status(plan: Plan, docker: Engine) -> list[ServiceStatus]:
+def status_rows(plan: Plan, docker: Engine) -> list[ServiceStatus]:
     containers = {(c.project, c.service): c for c in docker.containers()}
     in_use = docker.memory_usage([c.id for c in containers.values() if c.running])
     served = served_certificates(plan)

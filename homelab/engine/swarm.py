@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from homelab.engine.compose import ApplyResult, Convergence, ServiceAction, StackPlan, zfs_dataset_names
+from homelab.engine.compose import zfs_dataset_names
 from homelab.engine.health import ApplyFailed
 from homelab.engine.host import prepare_host
+from homelab.engine.model import ApplyResult, Convergence, ServiceAction, StackPlan
 from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK, PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
 from homelab.plan import Plan

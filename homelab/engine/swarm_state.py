@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ipaddress import ip_network
 
 from homelab.doctor import Check
-from homelab.engine.health import Down
+from homelab.engine.model import Down
 from homelab.engine.status import ServiceStatus, _expiry, _when, served_certificates
 from homelab.engine.swarm import task_reason
 from homelab.errors import CommandFailed

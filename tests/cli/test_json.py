@@ -84,8 +84,8 @@ def test_status_json(
         "edge", "traefik", "running", health, "traefik:v3", "https://x", "2030-01-01", "1 h ago", reason=reason
     )
     monkeypatch.setattr("homelab.runtime.docker.Docker.check", lambda self: None)
-    monkeypatch.setattr("homelab.engine.status.status", lambda plan, docker: [row])
-    monkeypatch.setattr("homelab.engine.drift.status_drift", lambda plan, out, docker: [])
+    monkeypatch.setattr("homelab.engine.compose_engine.status_rows", lambda plan, docker: [row])
+    monkeypatch.setattr("homelab.engine.compose_engine.status_drift", lambda plan, out, docker: [])
     result = runner.invoke(app, ["status", "--json", "-c", str(example_config)])
     assert result.exit_code == code, result.output
     assert _document(result.stdout) == {

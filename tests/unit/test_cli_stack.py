@@ -157,7 +157,7 @@ def test_status_with_an_unreadable_acme_json_shows_no_expiry(deployment: Deploym
     acme.parent.mkdir(parents=True)
     acme.write_text("{not json")
     assert status.served_certificates(deployment.plan) == []
-    rows = {(r.stack, r.service): r for r in status.status(deployment.plan, engine)}
+    rows = {(r.stack, r.service): r for r in status.status_rows(deployment.plan, engine)}
     assert rows[("dev", "gitea")].cert_expiry == "none yet"
 
 

@@ -45,7 +45,7 @@ def _engines(kind: str, deployment: Deployment, monkeypatch: pytest.MonkeyPatch)
     found = Engines(kind)
     monkeypatch.setattr(docker_module, "Docker", lambda: found.docker)
     monkeypatch.setattr(apply, "ZfsCli", FakeZfs)
-    monkeypatch.setattr("homelab.cli.swarm.manager", lambda: found.swarm)
+    monkeypatch.setattr("homelab.runtime.swarm.SwarmCli", lambda: found.swarm)
     monkeypatch.setattr("homelab.engine.swarm.POLL_SECONDS", 0)
     monkeypatch.setattr("homelab.engine.health.POLL_SECONDS", 0)
     if kind == "swarm":

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from homelab.engine import health
-from homelab.engine.compose import ServiceAction, StackPlan
+from homelab.engine.model import ServiceAction, StackPlan
 from homelab.errors import CommandFailed
 from homelab.runtime.docker import Container
 from tests.fakes.docker import FakeDocker, container
