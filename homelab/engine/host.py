@@ -74,28 +74,59 @@ def ensure_acme_json(path: Path) -> bool:
     return state.kind == "missing"
 
 
-def prepare_host(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[str]:
-    """Create missing bind-mount sources for the stacks' datasets when they are plain folders (ZFS
-    datasets are created and mounted by `homelab storage`), owned by the dataset's uid/gid, and
-    acme.json as an empty 0600 file before the edge starts. Returns what it created."""
+@dataclass(frozen=True)
+class Needed:
+    """A bind source the stacks need before they start: a dataset folder (owned by uid:gid), or acme.json
+    (an empty 0600 file)."""
+
+    path: Path
+    kind: Literal["folder", "acme"]
+    uid: int = 0
+    gid: int = 0
+    service: tuple[str, str] = ("", "")  # (stack, service) that mounts it: where it must exist
+
+
+def needed(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[Needed]:
+    """The bind-mount sources of the stacks' datasets when they are plain folders (ZFS datasets are
+    created and mounted by `homelab storage`), and acme.json before the edge starts."""
     wanted = set(stacks)
     owners = {e for s in wanted for e in _owners(plan, s)}
-    created = []
-    root = os.geteuid() == 0
+    result = []
     for dataset in plan.datasets:
         if dataset.owner not in owners or (zfs_datasets and dataset.name in zfs_datasets):
             continue
-        path = Path(dataset.path)
-        if not path.exists():
-            path.mkdir(parents=True, mode=0o750)
-            if root:
-                os.chown(path, dataset.uid, dataset.gid)
-            created.append(str(path))
+        result.append(Needed(Path(dataset.path), "folder", dataset.uid, dataset.gid, _mounted_by(plan, dataset.path)))
     if EDGE_STACK in wanted and plan.config.edge.kind == "traefik":
         acme = acme_json_path(plan)
-        if acme is not None and ensure_acme_json(acme):
-            created.append(str(acme))
+        if acme is not None:
+            result.append(Needed(acme, "acme", service=_mounted_by(plan, str(acme.parent))))
+    return result
+
+
+def prepare_host(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[str]:
+    """Create on this host what `needed` lists and is missing, owned by the dataset's uid/gid (as root);
+    returns what it created."""
+    created = []
+    root = os.geteuid() == 0
+    for item in needed(plan, stacks, zfs_datasets=zfs_datasets):
+        if item.kind == "acme":
+            if ensure_acme_json(item.path):
+                created.append(str(item.path))
+        elif not item.path.exists():
+            item.path.mkdir(parents=True, mode=0o750)
+            if root:
+                os.chown(item.path, item.uid, item.gid)
+            created.append(str(item.path))
     return created
+
+
+def _mounted_by(plan: Plan, path: str) -> tuple[str, str]:
+    """The first service that mounts `path` (the node it runs on must have it)."""
+    for stack in plan.stacks.values():
+        for name, service in stack.services.items():
+            if any(m.source == path for m in service.mounts):
+                return stack.name, name
+    return "", ""
 
 
 def _owners(plan: Plan, stack_name: str) -> set[str]:

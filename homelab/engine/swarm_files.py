@@ -1,0 +1,67 @@
+"""Files of the services on the nodes where they run (engine: swarm). The manager's folders are not the
+edge node's or the storage node's: a bind source that exists only on the manager gets the edge's task
+rejected ("bind source path does not exist"). So what a service mounts (its dataset folders, acme.json)
+is prepared on the node its placement chooses, by a one-shot task there (runtime/swarm.py `run_job`) that
+runs the edge's image (Traefik's or NGINX's: a shell and the usual programs, which an app's image may
+lack) with the node's / mounted.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+from homelab.engine.host import Needed, needed
+from homelab.layout import EDGE_STACK
+from homelab.plan import Plan
+from homelab.render.swarm import placement
+from homelab.runtime.swarm import JOB_ROOT, Swarm
+
+JOB_TIMEOUT = 120  # a job waits for its node like any task (an image already there: seconds)
+CREATED = "created "  # how the job's script reports what it made
+
+
+def prepare_on_nodes(
+    plan: Plan, stacks: Iterable[str], swarm: Swarm, *, zfs_datasets: set[str], timeout: float = JOB_TIMEOUT
+) -> list[str]:
+    """Create the stacks' missing bind sources on the nodes that mount them: one job per placement
+    (the same constraints); returns what the jobs created."""
+    groups: dict[tuple[str, ...], list[Needed]] = {}
+    for item in needed(plan, stacks, zfs_datasets=zfs_datasets):
+        stack, name = item.service
+        if not stack:
+            continue  # nothing mounts it
+        service = plan.stacks[stack].services[name]
+        groups.setdefault(tuple(placement(plan, plan.stacks[stack], service)), []).append(item)
+    created = []
+    for index, (constraints, items) in enumerate(groups.items()):
+        image = job_image(plan, items[0])
+        out = swarm.run_job(f"homelab-prepare-{index}", image, constraints, script(items), timeout=timeout)
+        created += [line.removeprefix(CREATED) for line in out.splitlines() if line.startswith(CREATED)]
+    return created
+
+
+def job_image(plan: Plan, item: Needed) -> str:
+    """The edge's image (the service publishing 80/443); the mounting service's when there is no edge."""
+    edge = plan.stacks.get(EDGE_STACK)
+    published = [s.image for s in edge.services.values() if s.ports] if edge else []
+    stack, name = item.service
+    return published[0] if published else plan.stacks[stack].services[name].image
+
+
+def script(items: list[Needed]) -> str:
+    """/bin/sh that makes each missing item under JOB_ROOT: folders 0750 owned by the dataset's uid:gid,
+    acme.json an empty 0600 file (refused when something else stands there, as on the host)."""
+    lines = ["set -e"]
+    for item in items:
+        path, shown = shlex.quote(f"{JOB_ROOT}{item.path}"), shlex.quote(str(item.path))
+        if item.kind == "folder":
+            made = f"mkdir -p -m 750 {path}; chown {item.uid}:{item.gid} {path}"
+            lines.append(f"if [ ! -e {path} ]; then {made}; echo {CREATED}{shown}; fi")
+            continue
+        odd = f"[ -L {path} ] || {{ [ -e {path} ] && [ ! -f {path} ]; }}"
+        lines.append(f"if {odd}; then echo {shown} is not a regular file: remove it >&2; exit 3; fi")
+        made = f"mkdir -p {shlex.quote(f'{JOB_ROOT}{item.path.parent}')}; (umask 077; : > {path})"
+        lines.append(f"if [ ! -e {path} ]; then {made}; echo {CREATED}{shown}; fi")
+        lines.append(f"chmod 600 {path}")
+    return "\n".join(lines)
