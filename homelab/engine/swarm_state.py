@@ -170,10 +170,29 @@ def checks(plan: Plan, swarm: Swarm, connect: Callable[[str, int], None] | None 
             yield Check("warn", f"node {node.hostname}", f"{node.state}, {node.availability}: nothing is placed there")
     yield from _label_checks(found)
     yield from _gateway_bridge_checks(plan, swarm.subnets(GATEWAY_BRIDGE))
+    yield from _edge_port_checks(plan, state.node_id, found, connect or _connect)
     if len(found) == 1:
         yield Check("ok", "overlay ports", "one node: 2377/7946/4789 are not used between nodes")
         return
     yield from _port_checks(state.node_id, found, connect or _connect, plan.config.edge.encrypt_overlay)
+
+
+def _edge_port_checks(plan: Plan, me: str, found: list[Node], connect: Callable[[str, int], None]) -> Iterator[Check]:
+    """The ports the edge publishes (host mode) on the edge node(s), from here: on this node doctor's own
+    port checks see them; on another one, a port that answers is the edge (or something in its way), one
+    that refuses is free (the edge not there yet), one that cannot be reached is behind a firewall."""
+    ports = [port for _, port in plan.config.published_ports()]
+    for node in found:
+        if node.id == me or not _labelled(node, EDGE_LABEL):
+            continue
+        for port in ports:
+            try:
+                connect(node.address, port)
+                yield Check("ok", f"edge node {node.hostname}", f"{node.address}:{port}/tcp answers")
+            except ConnectionRefusedError:
+                yield Check("ok", f"edge node {node.hostname}", f"{node.address}:{port}/tcp free (nothing answers)")
+            except OSError as exc:
+                yield Check("fail", f"edge node {node.hostname}", f"{node.address}:{port}/tcp not reachable ({exc})")
 
 
 def _label_checks(found: list[Node]) -> Iterator[Check]:

@@ -203,3 +203,22 @@ def test_doctor_checks_the_gateway_bridge_against_the_lan_and_the_proxy_subnet(
     lab.swarm.network_subnets["docker_gwbridge"] = [subnet]
     (check,) = [c for c in state.checks(plan, lab.swarm) if c.name == "docker_gwbridge"]
     assert check.level == level and check.detail.startswith(detail), check
+
+
+def test_doctor_checks_the_edge_ports_on_the_edge_node(lab: Lab) -> None:
+    plan, _, _ = lab.plan()
+    edge = node("edge", id="n-edge", role="worker", address="10.0.0.9", labels={"homelab.edge": "true"})
+    lab.swarm.nodes_list = [node("a", labels={"homelab.storage": "true"}), edge]
+    answers = {80: None, 443: ConnectionRefusedError("refused")}
+
+    def connect(address: str, port: int) -> None:
+        if address == "10.0.0.9":
+            failure = answers.get(port, TimeoutError("timed out"))
+            if failure is not None:
+                raise failure
+
+    found = [(c.level, c.detail) for c in state.checks(plan, lab.swarm, connect) if c.name == "edge node edge"]
+    assert ("ok", "10.0.0.9:80/tcp answers") in found
+    assert ("ok", "10.0.0.9:443/tcp free (nothing answers)") in found
+    ssh = plan.config.apps.gitea.ssh_port
+    assert ("fail", f"10.0.0.9:{ssh}/tcp not reachable (timed out)") in found
