@@ -7,6 +7,7 @@ import shutil
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -49,8 +50,10 @@ def run_checks(
     checks += preflight.run(plan, preflight.Probe())
     from homelab.engine.interface import engine_for
 
-    checks += (engine or engine_for(plan.config)).checks(plan)
-    return [*checks, *status.held_checks(plan), *memory_checks(host_budget(plan), plan_arc)]
+    engine = engine or engine_for(plan.config)
+    checks += engine.checks(plan)
+    held = status.held_checks(plan, read=partial(engine.read_file, plan))  # where the edge runs
+    return [*checks, *held, *memory_checks(host_budget(plan), plan_arc)]
 
 
 def memory_checks(box: Budget, arc_of: Callable[[int], ArcPlan]) -> Iterator[Check]:

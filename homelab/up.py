@@ -97,7 +97,8 @@ def up(loaded: Loaded, engine: Engine, options: UpOptions, shown: Shown) -> UpRe
     began = time.monotonic()
     engine.check()
     engine.begin(loaded.out, dry_run=options.dry_run, progress=shown.progress)
-    guard.enforce(loaded.plan, dry_run=options.dry_run)  # refuses before anything is written
+    # refuses before anything is written; the certificates held are read where the edge runs
+    guard.enforce(loaded.plan, dry_run=options.dry_run, read=partial(engine.read_file, loaded.plan))
     previous = _journal_first(loaded, engine, options, shown.progress)
     result = render_project(loaded.config, loaded.out, force=options.force, dry_run=options.dry_run, plan=loaded.plan)
     selected = select_stacks(result.plan, options.stacks)

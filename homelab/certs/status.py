@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from homelab.certs import guard
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
-from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, ca_kind_of_url, read_holdings
+from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, Reader, ca_kind_of_url, read_here, read_holdings
 from homelab.doctor import Check, Level
 from homelab.errors import HomelabError
 from homelab.plan import Plan
@@ -83,16 +83,17 @@ def _problem(cert: Issued | None, expected: str, pending: list[datetime], now: d
     return ""
 
 
-def statuses(plan: Plan, now: datetime | None = None) -> list[NameStatus]:
-    """Reads the edge's store and the ledger; writes nothing."""
-    return name_statuses(plan, read_holdings(plan), load_ledger(ledger_path(plan)), now or datetime.now(UTC))
+def statuses(plan: Plan, now: datetime | None = None, read: Reader = read_here) -> list[NameStatus]:
+    """Reads the edge's store (where the edge runs: `read`) and the ledger; writes nothing."""
+    holdings = read_holdings(plan, read)
+    return name_statuses(plan, holdings, load_ledger(ledger_path(plan)), now or datetime.now(UTC))
 
 
-def held_checks(plan: Plan, now: datetime | None = None) -> list[Check]:
+def held_checks(plan: Plan, now: datetime | None = None, read: Reader = read_here) -> list[Check]:
     """For `doctor`: a name whose certificate expired or whose order went unanswered fails; a name
     with no certificate yet warns; a store homelab cannot read fails."""
     try:
-        rows = statuses(plan, now)
+        rows = statuses(plan, now, read)
     except HomelabError as exc:
         return [Check("fail", "certificates", str(exc))]
     out = []

@@ -28,11 +28,15 @@ def certs(
     """Per served name: issuer (production/staging/test CA), expiry, challenge, last error, orders in 7 days."""
     if ctx.invoked_subcommand is not None:
         return
+    from functools import partial
+
     from homelab.certs.status import statuses
     from homelab.config.loader import load
+    from homelab.engine.interface import engine_for
     from homelab.plan import build_plan
 
-    rows = statuses(build_plan(load(config)))
+    plan = build_plan(load(config))
+    rows = statuses(plan, read=partial(engine_for(plan.config).read_file, plan))  # where the edge runs
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
         raise typer.Exit(1 if any(r.last_error for r in rows) else 0)

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homelab.certs.store import read_here
 from homelab.engine import compose
 from homelab.engine.drift import Drift, find_drift, status_drift
 from homelab.engine.health import compose_down
@@ -87,6 +88,9 @@ class ComposeEngine:
 
     def down(self, plan: Plan, out: Path, stacks: list[str], progress: Progress) -> list[str]:
         return compose.down(plan, out, self.docker, stacks, progress=progress)
+
+    def read_file(self, plan: Plan, path: Path) -> str | None:
+        return read_here(path)  # the services run on this host
 
     def checks(self, plan: Plan) -> Iterator[Check]:
         return iter(())  # the engine's own checks (reachable, compose v2) are doctor's, for every engine

@@ -95,11 +95,11 @@ def needed(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None =
     for dataset in plan.datasets:
         if dataset.owner not in owners or (zfs_datasets and dataset.name in zfs_datasets):
             continue
-        result.append(Needed(Path(dataset.path), "folder", dataset.uid, dataset.gid, _mounted_by(plan, dataset.path)))
+        result.append(Needed(Path(dataset.path), "folder", dataset.uid, dataset.gid, mounted_by(plan, dataset.path)))
     if EDGE_STACK in wanted and plan.config.edge.kind == "traefik":
         acme = acme_json_path(plan)
         if acme is not None:
-            result.append(Needed(acme, "acme", service=_mounted_by(plan, str(acme.parent))))
+            result.append(Needed(acme, "acme", service=mounted_by(plan, str(acme.parent))))
     return result
 
 
@@ -120,7 +120,7 @@ def prepare_host(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | 
     return created
 
 
-def _mounted_by(plan: Plan, path: str) -> tuple[str, str]:
+def mounted_by(plan: Plan, path: str) -> tuple[str, str]:
     """The first service that mounts `path` (the node it runs on must have it)."""
     for stack in plan.stacks.values():
         for name, service in stack.services.items():

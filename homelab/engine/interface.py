@@ -67,7 +67,9 @@ class Engine(Protocol):
         """Every declared service of `stacks` that is not running and healthy, with the engine's reason."""
         ...
 
-    def status(self, plan: Plan) -> list[ServiceStatus]: ...
+    def status(self, plan: Plan) -> list[ServiceStatus]:
+        """One row per declared service; certificates read where the edge runs (`read_file`)."""
+        ...
 
     def status_drift(self, plan: Plan, out: Path) -> list[Drift]: ...
 
@@ -75,6 +77,11 @@ class Engine(Protocol):
 
     def down(self, plan: Plan, out: Path, stacks: list[str], progress: Progress) -> list[str]:
         """Take the stacks down, last first; returns those that ran. Data, acme.json and secrets stay."""
+        ...
+
+    def read_file(self, plan: Plan, path: Path) -> str | None:
+        """The text of a file a service mounts, read on the node where that service runs (None when it
+        is not there); acme.json's private keys stay where they are. OSError when it cannot be read."""
         ...
 
     def checks(self, plan: Plan) -> Iterator[Check]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from homelab.certs.store import Issued, UnreadableStore, read_holdings
+from homelab.certs.store import Issued, Reader, UnreadableStore, read_here, read_holdings
 from homelab.engine.health import container_reason
 from homelab.layout import project_name
 from homelab.plan import Plan
@@ -73,13 +73,13 @@ def _when(stamp: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def served_certificates(plan: Plan) -> list[Issued]:
-    """The certificates Traefik serves now, from acme.json; none while it cannot be read (`homelab certs`
-    and `doctor` say why)."""
+def served_certificates(plan: Plan, read: Reader = read_here) -> list[Issued]:
+    """The certificates Traefik serves now, from acme.json where the edge runs (`read`); none while it
+    cannot be read (`homelab certs` and `doctor` say why)."""
     if plan.config.edge.kind != "traefik":
         return []
     try:
-        return read_holdings(plan).served
+        return read_holdings(plan, read).served
     except UnreadableStore:
         return []
 

@@ -8,12 +8,14 @@ differs from a service's spec by itself: no drift; it rolls a failed update back
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from homelab.engine import swarm_state
 from homelab.engine.swarm import Desired, converge, desired, leave_swarm
 from homelab.engine.swarm import apply as deploy
+from homelab.engine.swarm_files import read_on_node
 from homelab.errors import EnvironmentProblem
 from homelab.layout import project_name
 
@@ -80,7 +82,7 @@ class SwarmEngine:
         return swarm_state.swarm_down(plan, self.swarm, stacks)
 
     def status(self, plan: Plan) -> list[ServiceStatus]:
-        return swarm_state.status(plan, self.swarm)
+        return swarm_state.status(plan, self.swarm, partial(read_on_node, plan, self.swarm))
 
     def status_drift(self, plan: Plan, out: Path) -> list[Drift]:
         return []
@@ -93,6 +95,9 @@ class SwarmEngine:
 
     def down(self, plan: Plan, out: Path, stacks: list[str], progress: Progress) -> list[str]:
         return leave_swarm(self.swarm, out, stacks, progress)
+
+    def read_file(self, plan: Plan, path: Path) -> str | None:
+        return read_on_node(plan, self.swarm, path)
 
     def checks(self, plan: Plan) -> Iterator[Check]:
         return swarm_state.checks(plan, self.swarm)

@@ -1,17 +1,23 @@
-"""Files of the services on the nodes where they run (engine: swarm). The manager's folders are not the
-edge node's or the storage node's: a bind source that exists only on the manager gets the edge's task
-rejected ("bind source path does not exist"). So what a service mounts (its dataset folders, acme.json)
-is prepared on the node its placement chooses, by a one-shot task there (runtime/swarm.py `run_job`) that
-runs the edge's image (Traefik's or NGINX's: a shell and the usual programs, which an app's image may
-lack) with the node's / mounted.
+"""Files of the services on the nodes where they run (engine: swarm): prepared and read there.
+
+The manager's folders are not the edge node's or the storage node's: a bind source that exists only on
+the manager gets the edge's task rejected ("bind source path does not exist"). So what a service mounts
+(its dataset folders, acme.json) is prepared on the node its placement chooses, by a one-shot task there
+(runtime/swarm.py `run_job`) that runs the edge's image (Traefik's or NGINX's: a shell and the usual
+programs, which an app's image may lack) with the node's / mounted. Reading works the same way: the
+edge's acme.json is read on the edge node for `status`, `certs` and the rate-limit guard, its private
+keys blanked before it leaves the node.
 """
 
 from __future__ import annotations
 
+import base64
 import shlex
 from collections.abc import Iterable
+from pathlib import Path
 
-from homelab.engine.host import Needed, needed
+from homelab.engine.host import Needed, mounted_by, needed
+from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK
 from homelab.plan import Plan
 from homelab.render.swarm import placement
@@ -65,3 +71,38 @@ def script(items: list[Needed]) -> str:
         lines.append(f"if [ ! -e {path} ]; then {made}; echo {CREATED}{shown}; fi")
         lines.append(f"chmod 600 {path}")
     return "\n".join(lines)
+
+
+PRESENT = "present"  # the first line of a read job's output when the file is there
+# acme.json's private keys (the account's and each certificate's) stay on the node: the readers need only
+# the certificates, and the job's output passes through its log
+BLANK_KEYS = r's/("(key|PrivateKey)"[[:space:]]*:[[:space:]]*)"[^"]*"/\1""/g'
+
+
+def read_on_node(plan: Plan, swarm: Swarm, path: Path, *, timeout: float = JOB_TIMEOUT) -> str | None:
+    """The text of `path` on the node of the service that mounts its folder (its private keys blanked);
+    None when it is not there. CommandFailed (an OSError for the readers) when the job cannot run."""
+    stack, name = mounted_by(plan, str(path.parent))
+    if not stack:
+        return None
+    service = plan.stacks[stack].services[name]
+    item = Needed(path, "acme", service=(stack, name))
+    constraints = placement(plan, plan.stacks[stack], service)
+    try:
+        out = swarm.run_job("homelab-read", job_image(plan, item), constraints, read_script(path), timeout=timeout)
+    except CommandFailed as exc:
+        raise OSError(f"cannot read it on its node: {exc.stderr}") from None
+    return read_output(out)
+
+
+def read_script(path: Path) -> str:
+    """/bin/sh printing PRESENT and the file (keys blanked) in base64, nothing when it is not there."""
+    quoted = shlex.quote(f"{JOB_ROOT}{path}")
+    return f"[ -f {quoted} ] || exit 0; echo {PRESENT}; sed -E {shlex.quote(BLANK_KEYS)} {quoted} | base64"
+
+
+def read_output(out: str) -> str | None:
+    lines = out.splitlines()
+    if not lines or lines[0] != PRESENT:
+        return None
+    return base64.b64decode("".join(lines[1:])).decode()

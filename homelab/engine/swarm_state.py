@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from ipaddress import ip_network
 
+from homelab.certs.store import Reader, read_here
 from homelab.doctor import Check
 from homelab.engine.model import Down
 from homelab.engine.status import ServiceStatus, _expiry, _when, served_certificates
@@ -93,10 +94,11 @@ def swarm_down(plan: Plan, swarm: Swarm, stacks: list[str]) -> list[Down]:
     return result
 
 
-def status(plan: Plan, swarm: Swarm) -> list[ServiceStatus]:
-    """One row per planned service: running, or why it does not (Swarm's reason from its latest task)."""
+def status(plan: Plan, swarm: Swarm, read: Reader = read_here) -> list[ServiceStatus]:
+    """One row per planned service: running, or why it does not (Swarm's reason from its latest task);
+    certificates from acme.json as `read` finds it (on the edge node)."""
     seen = Observed.read(swarm)
-    served = served_certificates(plan)
+    served = served_certificates(plan, read)
     port = plan.config.edge.https_port
     rows = []
     for stack in plan.stacks.values():

@@ -57,3 +57,36 @@ def test_a_job_that_cannot_run_says_swarms_reason(lab: Lab) -> None:
     with pytest.raises(CommandFailed) as caught:
         prepare_on_nodes(plan, ["edge"], lab.swarm, zfs_datasets=set())
     assert "no suitable node" in caught.value.stderr
+
+
+def test_status_certs_and_the_guard_read_acme_json_on_the_edge_node_without_its_keys(lab: Lab, tmp_path: Path) -> None:
+    import datetime as dt
+    import json
+
+    from homelab.certs.status import statuses
+    from homelab.engine.swarm_engine import SwarmEngine
+    from tests.unit.test_cli_stack import _acme_with_certificate
+
+    plan, _, _ = lab.plan()
+    acme = next(d for d in plan.datasets if d.key == "edge/acme")
+    here = Path(acme.path) / "acme.json"
+    assert not here.exists()  # nothing on the manager: the certificates are on the edge node only
+    on_node = tmp_path / "edge-node" / acme.path.lstrip("/") / "acme.json"
+    _acme_with_certificate(on_node, "git.example.com", dt.datetime(2031, 5, 17, 12, 0, tzinfo=dt.UTC))
+    stored = json.loads(on_node.read_text())
+    stored["le"]["Account"] = {"Email": "a@example.com", "PrivateKey": "c2VjcmV0LWFjY291bnQta2V5"}
+    stored["le"]["Certificates"][0]["key"] = "c2VjcmV0LWNlcnQta2V5"
+    on_node.write_text(json.dumps(stored, indent=1))
+    lab.swarm.node_root = tmp_path / "edge-node"
+    lab.swarm.nodes_list = [node("nas", labels={"homelab.storage": "true", "homelab.edge": "true"})]
+    engine = SwarmEngine(lab.swarm, lab.docker)
+    text = engine.read_file(plan, here)
+    assert text is not None and "c2VjcmV0" not in text  # the private keys stayed on the node
+    assert json.loads(text)["le"]["Certificates"][0]["key"] == ""
+    lab.up()
+    rows = {f"{r.stack}/{r.service}": r for r in engine.status(plan)}
+    assert rows["dev/gitea"].cert_expiry == "2031-05-17"
+    assert lab.swarm.jobs[-1][2] == ("node.labels.homelab.edge == true",)  # read where the edge runs
+    names = {r.name: r for r in statuses(plan, read=lambda path: engine.read_file(plan, path))}
+    assert names["git.example.com"].expires.startswith("2031-05-17")
+    assert engine.read_file(plan, here.with_name("missing.json")) is None
