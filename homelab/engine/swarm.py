@@ -23,7 +23,7 @@ from typing import Any
 from homelab.engine.compose import zfs_dataset_names
 from homelab.engine.health import ApplyFailed
 from homelab.engine.model import ApplyResult, Convergence, ServiceAction, StackPlan
-from homelab.engine.swarm_files import prepare_on_nodes
+from homelab.engine.swarm_files import JOB_TIMEOUT, prepare_on_nodes
 from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK, PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
 from homelab.plan import Plan
@@ -159,9 +159,11 @@ def apply(
         (convergence.stacks[0].directory.parent / SWARM_MARK).write_text("homelab's stacks run on Swarm\n")
     for path in prepare_on_nodes(
         plan,
-        [s.name for s in convergence.stacks if not s.remove_stack],
+        [s.name for s in convergence.stacks if s.changed and not s.remove_stack],
         swarm,
         zfs_datasets=zfs_dataset_names(zfs or ZfsCli()),
+        progress=progress,
+        timeout=min(timeout, JOB_TIMEOUT),
     ):
         progress(f"created {path} on the node that mounts it")
     for stack in [s for s in convergence.stacks if s.changed]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from homelab.engine.host import Needed, mounted_by, needed
@@ -21,17 +21,25 @@ from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK
 from homelab.plan import Plan
 from homelab.render.swarm import placement
-from homelab.runtime.swarm import JOB_ROOT, Swarm
+from homelab.runtime.swarm import JOB_ROOT, JobNotStarted, Swarm
 
 JOB_TIMEOUT = 120  # a job waits for its node like any task (an image already there: seconds)
+READ_TIMEOUT = 30  # `status` and `certs` do not hang on an edge node that is down
 CREATED = "created "  # how the job's script reports what it made
 
 
 def prepare_on_nodes(
-    plan: Plan, stacks: Iterable[str], swarm: Swarm, *, zfs_datasets: set[str], timeout: float = JOB_TIMEOUT
+    plan: Plan,
+    stacks: Iterable[str],
+    swarm: Swarm,
+    *,
+    zfs_datasets: set[str],
+    progress: Callable[[str], None],
+    timeout: float = JOB_TIMEOUT,
 ) -> list[str]:
     """Create the stacks' missing bind sources on the nodes that mount them: one job per placement
-    (the same constraints); returns what the jobs created."""
+    (the same constraints); returns what the jobs created. A job no node starts in time is said and left:
+    the services placed there cannot start either, and the deploy's gate names Swarm's reason for them."""
     groups: dict[tuple[str, ...], list[Needed]] = {}
     for item in needed(plan, stacks, zfs_datasets=zfs_datasets):
         stack, name = item.service
@@ -42,7 +50,11 @@ def prepare_on_nodes(
     created = []
     for index, (constraints, items) in enumerate(groups.items()):
         image = job_image(plan, items[0])
-        out = swarm.run_job(f"homelab-prepare-{index}", image, constraints, script(items), timeout=timeout)
+        try:
+            out = swarm.run_job(f"homelab-prepare-{index}", image, constraints, script(items), timeout=timeout)
+        except JobNotStarted as exc:
+            progress(f"cannot prepare {', '.join(str(i.path) for i in items)} on its node: {exc.stderr}")
+            continue
         created += [line.removeprefix(CREATED) for line in out.splitlines() if line.startswith(CREATED)]
     return created
 
@@ -79,7 +91,7 @@ PRESENT = "present"  # the first line of a read job's output when the file is th
 BLANK_KEYS = r's/("(key|PrivateKey)"[[:space:]]*:[[:space:]]*)"[^"]*"/\1""/g'
 
 
-def read_on_node(plan: Plan, swarm: Swarm, path: Path, *, timeout: float = JOB_TIMEOUT) -> str | None:
+def read_on_node(plan: Plan, swarm: Swarm, path: Path, *, timeout: float = READ_TIMEOUT) -> str | None:
     """The text of `path` on the node of the service that mounts its folder (its private keys blanked);
     None when it is not there. CommandFailed (an OSError for the readers) when the job cannot run."""
     stack, name = mounted_by(plan, str(path.parent))

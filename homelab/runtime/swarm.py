@@ -20,6 +20,7 @@ from homelab.runtime import process
 
 NAMESPACE_LABEL = "com.docker.stack.namespace"
 JOB_LABEL = "homelab.job"  # on the one-shot services `run_job` makes (and removes)
+ENDED = ("complete", "failed", "rejected", "shutdown", "orphaned")  # a job's task that will not run (again)
 JOB_ROOT = "/host"  # where a job sees its node's / (its files are the node's, not the manager's)
 SPEC_LABEL = "homelab.spec"  # digest of what homelab deployed, on the service and its tasks (homelab/engine/swarm.py)
 
@@ -132,6 +133,10 @@ class Task:
             updated_at=data.get("UpdatedAt", ""),
             spec_digest=(((data.get("Spec") or {}).get("ContainerSpec") or {}).get("Labels") or {}).get(SPEC_LABEL, ""),
         )
+
+
+class JobNotStarted(CommandFailed):
+    """A one-shot job no node started before its deadline (no node may take it, or its node is down)."""
 
 
 class Swarm(Protocol):
@@ -258,7 +263,8 @@ class SwarmCli:
         finally:
             self._run("service", "rm", name, check=False)
         if state != "complete":
-            raise CommandFailed(argv, 1, out, f"job {name} {state}: {error or 'no error given'}")
+            failure = JobNotStarted if state not in ENDED else CommandFailed
+            raise failure(argv, 1, out, f"job {name} {state}: {error or 'no error given'}")
         return out
 
     def _job_state(self, name: str, deadline: float) -> tuple[str, str]:
@@ -268,7 +274,7 @@ class SwarmCli:
             ids = self._run("service", "ps", "-q", "--no-trunc", name, check=False).stdout.split()
             found = json.loads(self._run("inspect", "--type", "task", *ids, check=False).stdout or "[]") if ids else []
             tasks = [Task.from_inspect(t) for t in found]
-            ended = [t for t in tasks if t.state in ("complete", "failed", "rejected", "shutdown", "orphaned")]
+            ended = [t for t in tasks if t.state in ENDED]
             if ended or time.monotonic() >= deadline:
                 last = max(ended or tasks, key=lambda t: t.updated_at, default=None)
                 return (last.state, last.error or last.message) if last else ("not scheduled", "")

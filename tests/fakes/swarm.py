@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from homelab.errors import CommandFailed
-from homelab.runtime.swarm import JOB_ROOT, SPEC_LABEL, Node, Service, SwarmState, Task
+from homelab.runtime.swarm import JOB_ROOT, SPEC_LABEL, JobNotStarted, Node, Service, SwarmState, Task
 
 _ids = itertools.count(1)
 
@@ -185,7 +185,8 @@ class FakeSwarm:
     def run_job(self, name: str, image: str, constraints: Sequence[str], script: str, *, timeout: float) -> str:
         self.jobs.append((name, image, tuple(constraints)))
         if self.job_error is not None:
-            raise CommandFailed(["docker", "service", "create", name], 1, "", f"job {name} {self.job_error}")
+            failure = JobNotStarted if self.job_error.startswith("pending") else CommandFailed
+            raise failure(["docker", "service", "create", name], 1, "", f"job {name} {self.job_error}")
         if self.node_root is None:
             return ""
         proc = subprocess.run(
