@@ -39,7 +39,7 @@ from dockerlab import remove_homelab_resources  # noqa: E402
 from test_upgrade import STACK  # noqa: E402
 from test_upgrade_dump import PgBox, postgres_image  # noqa: E402
 
-from homelab import apply  # noqa: E402
+from homelab.engine import compose as apply  # noqa: E402
 from homelab.layout import COMPOSE_FILE  # noqa: E402
 from homelab.ownership import write_owned  # noqa: E402
 from homelab.upgrade import run as upgrade  # noqa: E402

@@ -6,19 +6,23 @@ import errno
 import shutil
 import socket
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from homelab.checks import Check, Level
+from homelab.engine.host import ACME_MODE, acme_json_path, acme_state, wrong_owners
 from homelab.errors import CommandFailed, HomelabError
-from homelab.host import ACME_MODE, acme_json_path, acme_state, wrong_owners
 from homelab.images.budget import Budget
 from homelab.memory import ArcPlan, host_budget, plan_arc
 from homelab.monitoring.discover import drift_report
 from homelab.plan_model import Plan
 from homelab.runtime.docker import Docker, Engine
 from homelab.runtime.ipmi import BmcReader
-from homelab.runtime.swarm import Swarm
 from homelab.runtime.zfs import ZFS, Zfs, ZfsCli
+
+if TYPE_CHECKING:
+    from homelab.engine.interface import Engine as StackEngine
 
 
 def run_checks(
@@ -28,19 +32,19 @@ def run_checks(
     *,
     docker: Engine | None = None,
     zfs: Zfs | None = None,
-    swarm: Swarm | None = None,
+    engine: StackEngine | None = None,
 ) -> list[Check]:
     from homelab.certs import preflight, status
 
     checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
     checks += [*_zfs(plan, zfs or ZfsCli()), *_owners(plan), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
     checks += preflight.run(plan, preflight.Probe())
-    if plan.config.engine == "swarm":
-        from homelab.runtime.swarm import SwarmCli
-        from homelab.swarm.state import checks as swarm_checks
+    from homelab.engine.interface import engine_for
 
-        checks += swarm_checks(plan, swarm or SwarmCli())
-    return [*checks, *status.held_checks(plan), *memory_checks(host_budget(plan), plan_arc)]
+    engine = engine or engine_for(plan.config)
+    checks += engine.checks(plan)
+    held = status.held_checks(plan, read=partial(engine.read_file, plan))  # where the edge runs
+    return [*checks, *held, *memory_checks(host_budget(plan), plan_arc)]
 
 
 def memory_checks(box: Budget, arc_of: Callable[[int], ArcPlan]) -> Iterator[Check]:

@@ -7,7 +7,7 @@ pool may lack a feature. `probe()` reads both the zfs tool's own property table 
 and the pool's version/features, and `plan_storage()` falls back with a warning for each property.
 
 `apply_storage()` creates missing datasets, sets properties that differ, chowns mountpoints, creates
-`edge/acme`'s acme.json as a 0600 regular file (homelab.host), and reports each step. It never destroys a dataset,
+`edge/acme`'s acme.json as a 0600 regular file (engine/host.py), and reports each step. It never destroys a dataset,
 never lowers a quota below what is used, and leaves create-time-only properties alone (with a warning).
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from homelab.engine.host import ACME_MODE, HostError, acme_json_of, acme_state, ensure_acme_json
 from homelab.errors import CommandFailed, HomelabError
-from homelab.host import ACME_MODE, HostError, acme_json_of, acme_state, ensure_acme_json
 from homelab.plan_model import Dataset, Plan
 from homelab.runtime.zfs import Prop, Zfs, ZfsCli
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
 from homelab.certs.staging import with_stages
-from homelab.certs.store import Holdings, ca_kind_of_url, read_holdings
+from homelab.certs.store import Holdings, Reader, ca_kind_of_url, read_here, read_holdings
 from homelab.errors import Refused
 from homelab.plan_model import Plan
 from homelab.render.edge_traefik import ca_server, name_sets, staging_server
@@ -130,14 +130,14 @@ def _span(window: timedelta) -> str:
     return f"{window.days} days" if window.days else ("hour" if hours == 1 else f"{hours} hours")
 
 
-def enforce(plan: Plan, *, dry_run: bool, now: datetime | None = None) -> Decision:
+def enforce(plan: Plan, *, dry_run: bool, now: datetime | None = None, read: Reader = read_here) -> Decision:
     """`up`'s guard: refuse (exit 5, nothing changed) past a budget; otherwise, unless `dry_run`,
     record the orders the edge is about to make."""
     now = now or datetime.now(UTC)
     if ca_kind_of_url(ca_server(plan)) != "production":
         return Decision(False, [], [])
     ledger = load_ledger(ledger_path(plan))
-    decision = decide(with_stages(plan), read_holdings(plan), ledger, now)
+    decision = decide(with_stages(plan), read_holdings(plan, read), ledger, now)
     if decision.refusals:
         raise Refused(
             "certificate rate-limit guard: not starting the edge with names it would order now:\n  "

@@ -23,7 +23,7 @@ from pathlib import Path
 from homelab.certs.attempts import traefik_failures
 from homelab.certs.ledger import Ledger, ledger_path, load_ledger
 from homelab.certs.store import Issued, read_resolvers
-from homelab.host import acme_json_path
+from homelab.engine.host import acme_json_path
 from homelab.ownership import write_atomic
 from homelab.plan_model import Plan
 from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER, ca_server, name_sets, staging_server

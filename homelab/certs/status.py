@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from homelab.certs import guard
 from homelab.certs.attempts import Failure, last_failures
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
-from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, ca_kind_of_url, read_holdings
+from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, Reader, ca_kind_of_url, read_here, read_holdings
 from homelab.checks import Check, Level
 from homelab.errors import HomelabError
 from homelab.plan_model import Plan
@@ -108,17 +108,18 @@ def _problem(cert: Issued | None, expected: str, pending: list[datetime], now: d
     return ""
 
 
-def statuses(plan: Plan, now: datetime | None = None, edge_log: str = "") -> list[NameStatus]:
-    """Reads the edge's store, the ledger and `edge_log` (the edge's log, attempts.edge_log()); writes nothing."""
-    holdings, ledger = read_holdings(plan), load_ledger(ledger_path(plan))
+def statuses(plan: Plan, now: datetime | None = None, edge_log: str = "", read: Reader = read_here) -> list[NameStatus]:
+    """Reads the edge's store (where the edge runs: `read`), the ledger and `edge_log` (the edge's log,
+    attempts.edge_log()); writes nothing."""
+    holdings, ledger = read_holdings(plan, read), load_ledger(ledger_path(plan))
     return name_statuses(plan, holdings, ledger, now or datetime.now(UTC), last_failures(plan, edge_log))
 
 
-def held_checks(plan: Plan, now: datetime | None = None) -> list[Check]:
+def held_checks(plan: Plan, now: datetime | None = None, read: Reader = read_here) -> list[Check]:
     """For `doctor`: a name whose certificate expired or whose order went unanswered fails; a name
     with no certificate yet warns; a store homelab cannot read fails."""
     try:
-        rows = statuses(plan, now)
+        rows = statuses(plan, now, read=read)
     except HomelabError as exc:
         return [Check("fail", "certificates", str(exc))]
     out = []

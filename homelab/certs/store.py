@@ -7,13 +7,14 @@ import base64
 import binascii
 import configparser
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from homelab.engine.host import acme_json_path
 from homelab.errors import HomelabError
-from homelab.host import acme_json_path
 from homelab.plan_model import Plan
 
 if TYPE_CHECKING:  # imported where a certificate is read: render and plan import this module (~20 ms)
@@ -119,21 +120,34 @@ def _name(name: x509.Name) -> str:
     return name.rfc4514_string()
 
 
-def read_acme_json(path: Path, challenge: str) -> Holdings:
+# The text of a file where the edge runs, None when it is not there (the engine's `read_file`: on Swarm
+# the edge node's, with the private keys blanked; OSError when it cannot be read).
+Reader = Callable[[Path], str | None]
+
+
+def read_here(path: Path) -> str | None:
+    """A file on this host (the Compose engine's edge runs here)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def read_acme_json(path: Path, challenge: str, read: Reader = read_here) -> Holdings:
     """Every certificate of every resolver in Traefik's store."""
-    served = [c for held in read_resolvers(path, challenge).values() for c in held]
+    served = [c for held in read_resolvers(path, challenge, read).values() for c in held]
     return Holdings(served, list(served))
 
 
-def read_resolvers(path: Path, challenge: str = "") -> dict[str, list[Issued]]:
+def read_resolvers(path: Path, challenge: str = "", read: Reader = read_here) -> dict[str, list[Issued]]:
     """Traefik's store: {resolver: {Account: {Registration: {uri}}, Certificates: [{certificate}]}}, as
     the certificates per resolver, in the store's order."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
+        text = read(path)
     except OSError as exc:
-        raise UnreadableStore(f"{path}: cannot read ({exc.strerror})") from None
+        raise UnreadableStore(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if text is None:
+        return {}
     if not text.strip():
         return {}  # Traefik's store before its first certificate
     try:
@@ -203,10 +217,12 @@ def store_path(plan: Plan) -> Path | None:
     return Path(dataset.path) if dataset else None
 
 
-def read_holdings(plan: Plan) -> Holdings:
+def read_holdings(plan: Plan, read: Reader = read_here) -> Holdings:
+    """The edge's certificates, read where the edge keeps them (`read`: the engine's; certbot's lineages
+    are read on this host)."""
     path = store_path(plan)
     if path is None:
         return Holdings([], [])
     if plan.config.edge.kind == "traefik":
-        return read_acme_json(path, CHALLENGE_NAMES[plan.config.domain.acme.challenge])
+        return read_acme_json(path, CHALLENGE_NAMES[plan.config.domain.acme.challenge], read)
     return read_certbot(path)

@@ -9,12 +9,12 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from homelab import apply
 from homelab.certs import attempts, guard, staging
 from homelab.config.loader import LoadedConfig
-from homelab.host import acme_json_path
+from homelab.engine import compose as apply
+from homelab.engine.host import acme_json_path
+from homelab.engine.model import select_stacks
 from homelab.layout import EDGE_STACK, project_name
-from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.project import render_project
 from homelab.runtime.docker import Engine
@@ -26,6 +26,7 @@ def _label(names: frozenset[str]) -> str:
 
 def after_up(
     loaded: LoadedConfig,
+    base: Plan,
     out: Path,
     docker: Engine,
     *,
@@ -33,7 +34,7 @@ def after_up(
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> list[str]:
     """The lines `up` prints about staging; applies the switch when staging issued something."""
-    plan: Plan = staging.with_stages(build_plan(loaded))
+    plan: Plan = staging.with_stages(base)  # the stages as the edge holds them now
     acme = acme_json_path(plan)
     if plan.config.edge.kind != "traefik" or acme is None:
         return []
@@ -55,9 +56,9 @@ def after_up(
     edge_dir = out / EDGE_STACK
     docker.down(project_name(EDGE_STACK), edge_dir)  # Traefik must not hold the staging certificates
     promoted = staging.promote(plan, acme)
-    result = render_project(loaded, out)
+    result = render_project(loaded, out, plan=base)
     changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
-    stacks = apply.select_stacks(result.plan, [])
+    stacks = select_stacks(result.plan, [])
     convergence = apply.converge(
         result.plan, result.out, docker, stacks, changed_files=changed, include_removed_stacks=False
     )

@@ -32,12 +32,15 @@ def certs(
     failed order, from its log), orders in 7 days, and when the edge tries again."""
     if ctx.invoked_subcommand is not None:
         return
+    from functools import partial
+
     from homelab.certs.status import statuses
     from homelab.config.loader import load
+    from homelab.engine.interface import engine_for
     from homelab.plan import build_plan
 
     plan = build_plan(load(config))
-    rows = statuses(plan, edge_log=_edge_log(plan))
+    rows = statuses(plan, edge_log=_edge_log(plan), read=partial(engine_for(plan.config).read_file, plan))
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
         raise typer.Exit(1 if any(r.last_error for r in rows) else 0)

@@ -13,10 +13,12 @@ from homelab.cli.report import emit_json, print_table
 def nodes(as_json: JsonOption = False) -> None:
     """Swarm nodes: role, state, labels (homelab.storage / homelab.edge place the services) and the
     homelab services running on each (docs/swarm.md)."""
-    from homelab.cli.swarm import manager
-    from homelab.swarm.state import nodes as node_rows
+    from homelab.engine.swarm_engine import SwarmEngine
+    from homelab.engine.swarm_state import nodes as node_rows
 
-    rows = node_rows(manager())
+    engine = SwarmEngine()
+    engine.check()
+    rows = node_rows(engine.swarm)
     if as_json:
         emit_json({"ok": True, "nodes": [asdict(r) for r in rows]})
         return

@@ -1,10 +1,11 @@
-"""up, down, status, logs: the stacks on the Docker Engine."""
+"""up, down, status, logs: the stacks on the engine homelab.yaml names (homelab/engine/): the commands parse
+their flags and print; the library does the rest (homelab/up.py, the engine's verbs)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -22,13 +23,10 @@ from homelab.cli.options import (
 from homelab.cli.report import emit_json, print_table
 
 if TYPE_CHECKING:  # keep `homelab --help` fast: no pydantic at import time
-    from pathlib import Path
-
-    from homelab.apply import Convergence
-    from homelab.config.loader import LoadedConfig
-    from homelab.plan_model import Plan
+    from homelab.engine.interface import Engine
+    from homelab.engine.model import Convergence
     from homelab.project import RenderResult
-    from homelab.runtime.docker import Docker
+    from homelab.up import Loaded
 
 LocalOption = Annotated[
     bool,
@@ -61,129 +59,28 @@ def up(
     ] = False,
     local: LocalOption = False,
 ) -> None:
-    """Render, show the plan, apply what changed (edge first), wait for health; roll back a failed upgrade."""
-    from homelab import apply, drift
+    """Render, show the plan, apply what changed (edge first), wait until every declared service is healthy;
+    roll back a failed upgrade."""
+    from homelab import up as session
+
+    loaded = session.load(config, out, local)
+    options = session.UpOptions(list(stacks or []), dry_run, timeout, force, not no_snapshot, local)
+    shown = session.Shown(plan=partial(_print_plan, applied=not dry_run), progress=_progress(ctx), say=typer.echo)
+    session.up(loaded, _engine(loaded), options, shown)
+
+
+def _engine(loaded: Loaded) -> Engine:
+    from homelab.engine.interface import engine_for
+
+    return engine_for(loaded.config.config)
+
+
+def _print_plan(result: RenderResult, convergence: Convergence, *, applied: bool) -> None:
     from homelab.cli.report import print_report
-    from homelab.plan import build_plan
-    from homelab.project import default_out, render_project
-    from homelab.upgrade.run import guard_for, journal_first
 
-    began = time.monotonic()
-    loaded, plan, out = _load(config, out, local)
-    docker = _engine_for_up(loaded, stacks, out, dry_run, timeout, force, ctx)
-    _certs_first(plan or build_plan(loaded), docker, dry_run)
-    stacks_dir = (out or default_out(loaded)).resolve()
-    previous = journal_first(stacks_dir, docker, timeout=timeout, progress=_progress(ctx), dry_run=dry_run, only=stacks)
-    result = render_project(loaded, out, force=force, dry_run=dry_run, plan=plan)
-    selected = apply.select_stacks(result.plan, stacks or [])
-    if local and not dry_run:
-        _pull_local(result.plan, selected, docker, result.out)
-    changed = [c.path for c in result.report.changes if c.status in ("new", "changed")]
-    pending = None
-    if dry_run:
-        pending = {s: result.rendering.files[f"{s}/compose.yaml"] for s in selected if f"{s}/compose.yaml" in changed}
-    convergence = apply.converge(
-        result.plan,
-        result.out,
-        docker,
-        selected,
-        changed_files=changed,
-        pending_compose=pending,
-        include_removed_stacks=not stacks,
-    )
-    repairs = drift.mark_repairs(convergence, drift.find_drift(convergence, result.plan, changed))
     if result.report.changed:
-        print_report(result, applied=not dry_run)
+        print_report(result, applied=applied)
     _print_convergence(convergence)
-    if dry_run or not convergence.changed:
-        return None if dry_run else _finish(stacks, loaded, result, docker, timeout, _progress(ctx), local)
-    progress = _progress(ctx)
-    undo = guard_for(convergence, result.plan, result.out, docker, previous, not no_snapshot, timeout, progress)
-    outcome = apply.apply(convergence, result.plan, docker, timeout=timeout, progress=progress, guard=undo)
-    for found in repairs:
-        typer.echo(f"repaired {drift.describe(found)}")
-    done = ", ".join(outcome.applied + [f"{s} (removed)" for s in outcome.removed])
-    typer.echo(f"up: {done} applied; all healthy in {time.monotonic() - began:.1f}s")
-    _finish(stacks, loaded, result, docker, timeout, progress, local)
-
-
-def _certs_first(plan: Plan, docker: Docker, dry_run: bool) -> None:
-    """Before anything is written: the rate-limit guard refuses what would go past a budget, and the
-    challenge records a failed order left in the DNS server are removed (homelab/certs/challenges.py)."""
-    from homelab.certs import challenges, guard
-
-    guard.enforce(plan, dry_run=dry_run)
-    for line in challenges.before_up(plan, docker, dry_run=dry_run):
-        typer.echo(line)
-
-
-def _load(config: Path, out: Path | None, local: bool) -> tuple[LoadedConfig, Plan | None, Path | None]:
-    """The config as `up`/`down` act on it: as written, or localized with its own plan and folder."""
-    from homelab import local as local_mode
-    from homelab.config.loader import load
-
-    loaded = load(config)
-    if not local:
-        return loaded, None, out
-    localized = local_mode.localize(loaded)
-    return localized, local_mode.local_plan(localized), out or local_mode.local_out(loaded)
-
-
-def _engine() -> Docker:
-    """The Docker Engine, checked: reachable, with compose v2 (else exit 4, one line)."""
-    from homelab.runtime.docker import Docker
-
-    docker = Docker()
-    docker.check()
-    return docker
-
-
-def _engine_for_up(
-    loaded: LoadedConfig,
-    stacks: list[str] | None,
-    out: Path | None,
-    dry_run: bool,
-    timeout: int,
-    force: bool,
-    ctx: typer.Context,
-) -> Docker:
-    """The checked engine for compose; with engine: swarm, `up` runs on Swarm here (homelab/cli/swarm.py)
-    and the command ends."""
-    from homelab.cli.swarm import engine_up
-
-    docker = engine_up(loaded, stacks, out, dry_run, timeout, force, _progress(ctx), _print_convergence)
-    if docker is None:
-        raise typer.Exit(0)
-    return docker
-
-
-def _pull_local(plan: Plan, stacks: list[str], docker: Docker, out: Path) -> None:
-    from homelab import local as local_mode
-
-    local_mode.pull_missing(plan, stacks, docker, out)  # refuses naming each image it cannot pull
-
-
-def _finish(
-    stacks: list[str] | None,
-    loaded: LoadedConfig,
-    result: RenderResult,
-    docker: Docker,
-    timeout: int,
-    progress: Callable[[str], None],
-    local: bool,
-) -> None:
-    """After `up` applied (or found nothing to do): staging first's switch - production is asked, in
-    this `up`, for what staging issued; only on an `up` of every stack, as it changes every app's
-    routers - then local mode's last step."""
-    if not stacks:
-        from homelab.certs import switch
-
-        for line in switch.after_up(loaded, result.out, docker, timeout=timeout, progress=progress):
-            typer.echo(line)
-    if local:
-        from homelab import local as local_mode
-
-        local_mode.finish(loaded, result.plan, typer.echo)
 
 
 def _print_convergence(convergence: Convergence) -> None:
@@ -209,50 +106,34 @@ def down(
     local: LocalOption = False,
 ) -> None:
     """Stop and remove the stacks' containers (reverse order). Datasets, acme.json and secrets are kept."""
-    from homelab import apply
-    from homelab.plan import build_plan
-    from homelab.project import default_out
+    from homelab import up as session
+    from homelab.engine.model import select_stacks
 
-    loaded, local_plan, out = _load(config, out, local)
-    plan = local_plan or build_plan(loaded)
-    if loaded.config.engine == "swarm":
-        from homelab.cli import swarm
-
-        swarm.down(plan, (out or default_out(loaded)).resolve(), stacks or [], _progress(ctx))
-        return
-    selected = apply.select_stacks(plan, stacks or [])
-    docker = _engine()
-    done = apply.down(plan, (out or default_out(loaded)).resolve(), docker, selected, progress=_progress(ctx))
+    loaded = session.load(config, out, local)
+    selected = select_stacks(loaded.plan, stacks or [])
+    engine = _engine(loaded)
+    engine.check()
+    done = engine.down(loaded.plan, loaded.out, selected, _progress(ctx))
     typer.echo(f"down: {', '.join(done)} stopped; data kept" if done else "down: nothing was running")
 
 
 @app.command()
 def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json: JsonOption = False) -> None:
     """Per service: state, health, image, route URL, certificate expiry, last change, memory in use / limit,
-    restarts (and whether the last exit was an OOM kill); then drift
-    (containers changed by hand, strays; `up` repairs them)."""
-    from homelab import drift
-    from homelab import status as service_status
-    from homelab.config.loader import load
-    from homelab.plan import build_plan
-    from homelab.project import default_out
-    from homelab.runtime.docker import Docker
+    restarts (and whether the last exit was an OOM kill), and why a service is not running and healthy in
+    the engine's words; then drift (containers changed by hand, strays; `up` repairs them); and a rollback
+    left unfinished (the journal says so, whatever the containers do)."""
+    from homelab import up as session
+    from homelab.engine.drift import describe
     from homelab.upgrade.journal import unsettled
 
-    loaded = load(config)
-    plan = build_plan(loaded)
-    if loaded.config.engine == "swarm":  # no drift: Swarm itself puts back what differs from the spec
-        from homelab.cli.swarm import manager
-        from homelab.swarm.state import status as swarm_status
-
-        rows, drifts = swarm_status(plan, manager()), []
-    else:
-        docker = Docker()
-        docker.check()
-        rows = service_status.status(plan, docker)
-        drifts = drift.status_drift(plan, (out or default_out(loaded)).resolve(), docker)
-    bad = [r for r in rows if r.state != "running" or r.health == "unhealthy"]
-    unfinished = unsettled((out or default_out(loaded)).resolve())  # whatever the containers say
+    loaded = session.load(config, out, local=False)
+    engine = _engine(loaded)
+    engine.check()
+    rows = engine.status(loaded.plan)
+    drifts = engine.status_drift(loaded.plan, loaded.out)
+    bad = [r for r in rows if r.reason]
+    unfinished = unsettled(loaded.out)
     if as_json:
         ok = not bad and not unfinished
         emit_json(
@@ -280,8 +161,10 @@ def status(config: ConfigOption = DEFAULT_CONFIG, out: OutOption = None, as_json
         for r in rows
     ]
     print_table(header, cells)
+    for r in bad:
+        typer.echo(f"down: {r.stack}/{r.service}: {r.reason}")
     for found in drifts:
-        typer.echo(drift.describe(found))
+        typer.echo(describe(found))
     for line in unfinished:
         typer.echo(line)
     raise typer.Exit(1 if bad or unfinished else 0)
@@ -295,26 +178,17 @@ def logs(
     config: ConfigOption = DEFAULT_CONFIG,
     out: OutOption = None,
 ) -> None:
-    """Print a service's logs (compose's, from the stack it belongs to)."""
-    from homelab.config.loader import load
+    """Print a service's logs (from the stack it belongs to, on the engine that runs it)."""
+    from homelab import up as session
     from homelab.errors import ConfigError
-    from homelab.plan import build_plan
-    from homelab.project import default_out
     from homelab.runtime import process
-    from homelab.runtime.docker import Docker
 
-    loaded = load(config)
-    plan = build_plan(loaded)
-    stack = next((s for s in plan.stacks.values() if service in s.services), None)
+    loaded = session.load(config, out, local=False)
+    stack = next((s for s in loaded.plan.stacks.values() if service in s.services), None)
     if stack is None:
-        known = ", ".join(n for s in plan.stacks.values() for n in s.services)
+        known = ", ".join(n for s in loaded.plan.stacks.values() for n in s.services)
         raise ConfigError([f"unknown service {service!r} (services: {known})"])
-    if loaded.config.engine == "swarm":
-        from homelab.cli import swarm
-
-        swarm.logs(stack.name, service, follow=follow, tail=tail)
-    docker = Docker()
-    docker.check()
-    directory = (out or default_out(loaded)).resolve() / stack.name
-    code = process.stream(docker.logs_argv(f"homelab-{stack.name}", directory, service, follow=follow, tail=tail))
-    raise typer.Exit(code)
+    engine = _engine(loaded)
+    engine.check()
+    argv = engine.logs_argv(stack.name, service, loaded.out, follow=follow, tail=tail)
+    raise typer.Exit(process.stream(argv))

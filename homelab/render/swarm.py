@@ -170,6 +170,11 @@ def _deploy(plan: Plan, stack: Stack, service: Service, labels: dict[str, str]) 
     return deploy
 
 
+def placement(plan: Plan, stack: Stack, service: Service) -> list[str]:
+    """The placement constraints of a service: the node(s) where what it mounts must exist."""
+    return _constraints(plan, stack, service, _has_dataset(plan, service))
+
+
 def _has_dataset(plan: Plan, service: Service) -> bool:
     paths = {d.path for d in plan.datasets}
     return any(m.source in paths or m.source == plan.config.storage.mountpoint for m in service.mounts)

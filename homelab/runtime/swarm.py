@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from homelab.errors import CommandFailed
 from homelab.runtime import process
 
 NAMESPACE_LABEL = "com.docker.stack.namespace"
-SPEC_LABEL = "homelab.spec"  # digest of what homelab deployed, on the service and its tasks (homelab/swarm/)
+JOB_LABEL = "homelab.job"  # on the one-shot services `run_job` makes (and removes)
+ENDED = ("complete", "failed", "rejected", "shutdown", "orphaned")  # a job's task that will not run (again)
+JOB_ROOT = "/host"  # where a job sees its node's / (its files are the node's, not the manager's)
+SPEC_LABEL = "homelab.spec"  # digest of what homelab deployed, on the service and its tasks (homelab/engine/swarm.py)
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,10 @@ class Task:
         )
 
 
+class JobNotStarted(CommandFailed):
+    """A one-shot job no node started before its deadline (no node may take it, or its node is down)."""
+
+
 class Swarm(Protocol):
     def state(self) -> SwarmState: ...
     def nodes(self) -> list[Node]: ...
@@ -144,6 +153,7 @@ class Swarm(Protocol):
     def remove_objects(self, kind: str, names: Sequence[str]) -> None: ...
     def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]: ...
     def subnets(self, network: str) -> list[str]: ...
+    def run_job(self, name: str, image: str, constraints: Sequence[str], script: str, *, timeout: float) -> str: ...
 
 
 class SwarmCli:
@@ -235,3 +245,37 @@ class SwarmCli:
         if proc.returncode != 0:
             return []
         return [c["Subnet"] for c in json.loads(proc.stdout or "null") or [] if c.get("Subnet")]
+
+    def run_job(self, name: str, image: str, constraints: Sequence[str], script: str, *, timeout: float) -> str:
+        """Run `script` (/bin/sh, as root) once on a node the constraints choose, with the node's / at
+        JOB_ROOT, and return its output: files on that node, whichever node homelab runs on. A one-shot
+        service (mode replicated-job), removed after; CommandFailed with Swarm's or the script's error."""
+        argv = [self.docker, "service", "create", "--detach", "--name", name, "--mode", "replicated-job"]
+        argv += ["--restart-condition", "none", "--label", f"{JOB_LABEL}=1", "--user", "0:0"]
+        argv += [arg for c in constraints for arg in ("--constraint", c)]
+        argv += ["--mount", f"type=bind,source=/,target={JOB_ROOT}", "--entrypoint", "/bin/sh"]
+        argv += [image, "-c", script]
+        self._run("service", "rm", name, check=False)  # a job a killed homelab left
+        process.run(argv, timeout=60)
+        try:
+            state, error = self._job_state(name, time.monotonic() + timeout)
+            out = self._run("service", "logs", "--raw", "--no-task-ids", name, check=False, timeout=60).stdout
+        finally:
+            self._run("service", "rm", name, check=False)
+        if state != "complete":
+            failure = JobNotStarted if state not in ENDED else CommandFailed
+            raise failure(argv, 1, out, f"job {name} {state}: {error or 'no error given'}")
+        return out
+
+    def _job_state(self, name: str, deadline: float) -> tuple[str, str]:
+        """The job's task state once it ended (complete | failed | rejected...) with its error; at the
+        deadline, its state then with the scheduler's reason (e.g. pending: no suitable node)."""
+        while True:
+            ids = self._run("service", "ps", "-q", "--no-trunc", name, check=False).stdout.split()
+            found = json.loads(self._run("inspect", "--type", "task", *ids, check=False).stdout or "[]") if ids else []
+            tasks = [Task.from_inspect(t) for t in found]
+            ended = [t for t in tasks if t.state in ENDED]
+            if ended or time.monotonic() >= deadline:
+                last = max(ended or tasks, key=lambda t: t.updated_at, default=None)
+                return (last.state, last.error or last.message) if last else ("not scheduled", "")
+            time.sleep(0.5)

@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from homelab.apply import StackPlan
 from homelab.backup.zfs import Snapshots
+from homelab.engine.model import StackPlan
 from homelab.errors import CommandFailed, HomelabError
 from homelab.runtime.docker import Engine
 from homelab.runtime.zfs import Zfs

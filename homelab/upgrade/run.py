@@ -26,10 +26,10 @@ from pathlib import Path
 
 import yaml
 
-from homelab.apply import Convergence, StackPlan
-from homelab.drift import REPAIR
+from homelab.engine.drift import REPAIR
+from homelab.engine.health import ApplyFailed
+from homelab.engine.model import Convergence, StackPlan
 from homelab.errors import CommandFailed, HomelabError
-from homelab.health import ApplyFailed
 from homelab.layout import COMPOSE_FILE
 from homelab.plan_model import Plan, Stack
 from homelab.runtime.docker import Engine

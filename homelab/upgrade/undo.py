@@ -20,9 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from homelab.apply import StackPlan, up_healthy
+from homelab.engine.compose import up_healthy
+from homelab.engine.health import ApplyFailed, wait_healthy
+from homelab.engine.model import StackPlan
 from homelab.errors import CommandFailed, HomelabError
-from homelab.health import ApplyFailed, wait_healthy
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
 from homelab.runtime.docker import Engine

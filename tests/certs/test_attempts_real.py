@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from homelab.certs import attempts, challenges
 from homelab.cli import app
 from homelab.config.loader import load
-from homelab.host import acme_json_path
+from homelab.engine.host import acme_json_path
 from homelab.layout import EDGE_STACK, project_name
 from homelab.plan import build_plan
 from homelab.runtime import docker as docker_module

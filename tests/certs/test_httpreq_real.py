@@ -26,7 +26,7 @@ from cryptography import x509
 
 from homelab.certs.store import UnreadableStore, read_resolvers
 from homelab.config.loader import load
-from homelab.host import acme_json_path
+from homelab.engine.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.plan_model import SECRETS_MOUNT
 from homelab.render import render_all

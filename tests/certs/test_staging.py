@@ -16,8 +16,8 @@ from homelab.certs import staging
 from homelab.certs.ledger import ledger_path, load_ledger
 from homelab.certs.store import read_resolvers
 from homelab.config.loader import load
+from homelab.engine.host import acme_json_path
 from homelab.errors import HomelabError
-from homelab.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render import edge_nginx, render_all

@@ -28,7 +28,7 @@ from homelab.certs import staging
 from homelab.certs.ledger import ledger_path, load_ledger
 from homelab.certs.store import UnreadableStore, read_resolvers
 from homelab.config.loader import load
-from homelab.host import acme_json_path
+from homelab.engine.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render.edge_traefik import (

@@ -14,14 +14,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from homelab import apply
 from homelab.certs import staging, switch
 from homelab.certs.ledger import Order, ledger_path, load_ledger
 from homelab.certs.store import read_resolvers
 from homelab.cli import app
 from homelab.config.loader import load
+from homelab.engine import compose as apply
+from homelab.engine.host import acme_json_path
 from homelab.errors import Refused
-from homelab.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER
 from homelab.runtime import docker as docker_module
@@ -115,7 +115,9 @@ def test_a_set_staging_has_not_answered_is_waited_for_then_told(
     example_config.write_text(text)
     engine.running.append(container("homelab-edge", "traefik"))
     engine.log = STARTED
-    lines = switch.after_up(load(example_config), tmp_path / "stacks", engine, timeout=0.2)
+    lines = switch.after_up(
+        load(example_config), build_plan(load(example_config)), tmp_path / "stacks", engine, timeout=0.2
+    )
     assert (
         "certificates: staging has not answered for git.example.com yet; production is asked by the `homelab up` "
         "after it issued"
@@ -138,6 +140,6 @@ def test_the_guard_refuses_the_switch_past_a_budget(example_config: Path, tmp_pa
     engine.running.append(container("homelab-edge", "traefik"))
     engine.log = STARTED
     with pytest.raises(Refused, match=re.escape("names cloud.example.com: 4 in the last 7 days")):
-        switch.after_up(load(example_config), tmp_path / "stacks", engine, timeout=0)
+        switch.after_up(load(example_config), build_plan(load(example_config)), tmp_path / "stacks", engine, timeout=0)
     assert engine.changes() == []  # the edge keeps running on staging
     assert read_resolvers(acme)[STAGING_RESOLVER] != []

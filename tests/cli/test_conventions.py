@@ -193,7 +193,7 @@ def test_quiet_leaves_out_the_progress(
         return ["edge"]
 
     monkeypatch.setattr("homelab.runtime.docker.Docker.check", lambda self: None)
-    monkeypatch.setattr("homelab.apply.down", down)
+    monkeypatch.setattr("homelab.engine.compose.down", down)
     result = runner.invoke(app, ["down", "-c", str(example_config), *flags])
     assert result.exit_code == 0, result.output
     expected = ["  stopping edge"] if steps else []

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from homelab.checks import Check
 from homelab.cli import app
-from homelab.status import ServiceStatus
+from homelab.engine.status import ServiceStatus
 
 runner = CliRunner()
 
@@ -74,12 +74,18 @@ def test_doctor_json_and_its_exit_code(example_config: Path, monkeypatch: pytest
     }
 
 
-@pytest.mark.parametrize(("health", "code"), [("healthy", 0), ("unhealthy", 1)])
-def test_status_json(example_config: Path, monkeypatch: pytest.MonkeyPatch, health: str, code: int) -> None:
-    row = ServiceStatus("edge", "traefik", "running", health, "traefik:v3", "https://x", "2030-01-01", "1 h ago")
+@pytest.mark.parametrize(
+    ("health", "reason", "code"), [("healthy", "", 0), ("unhealthy", "unhealthy; last health check: refused", 1)]
+)
+def test_status_json(
+    example_config: Path, monkeypatch: pytest.MonkeyPatch, health: str, reason: str, code: int
+) -> None:
+    row = ServiceStatus(
+        "edge", "traefik", "running", health, "traefik:v3", "https://x", "2030-01-01", "1 h ago", reason=reason
+    )
     monkeypatch.setattr("homelab.runtime.docker.Docker.check", lambda self: None)
-    monkeypatch.setattr("homelab.status.status", lambda plan, docker: [row])
-    monkeypatch.setattr("homelab.drift.status_drift", lambda plan, out, docker: [])
+    monkeypatch.setattr("homelab.engine.compose_engine.status_rows", lambda plan, docker: [row])
+    monkeypatch.setattr("homelab.engine.compose_engine.status_drift", lambda plan, out, docker: [])
     result = runner.invoke(app, ["status", "--json", "-c", str(example_config)])
     assert result.exit_code == code, result.output
     assert _document(result.stdout) == {
@@ -97,6 +103,7 @@ def test_status_json(example_config: Path, monkeypatch: pytest.MonkeyPatch, heal
                 "memory": "-",
                 "oom_killed": False,
                 "restarts": 0,
+                "reason": reason,
             }
         ],
         "drift": [],

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from homelab import apply
 from homelab.cli import app
+from homelab.engine import compose as apply
 from homelab.runtime import docker as docker_module
 from tests.fakes.docker import FakeDocker
 from tests.fakes.zfs import FakeZfs

@@ -21,7 +21,7 @@ from standins import LABEL, docker
 
 from homelab import local
 from homelab.config.loader import load
-from homelab.host import prepare_host
+from homelab.engine.host import prepare_host
 from homelab.plan import build_plan
 from homelab.render.compose import render_stack
 from tests.conftest import EXAMPLE

@@ -20,7 +20,8 @@ import standins
 import yaml
 from dockerlab import remove_homelab_resources
 
-from homelab import apply, drift
+from homelab.engine import compose as apply
+from homelab.engine import drift
 from homelab.layout import COMPOSE_FILE
 from homelab.ownership import write_owned
 from homelab.plan_model import Dataset, Mount, Plan, Service, Stack

@@ -5,7 +5,8 @@ from the stack folder) gets a running container stamped with the hash `hashes[pr
 (recreated when that hash changed or the service is in force_recreate), with the file's image and
 environment. Steer it with:
 `hashes` (what `config --hash` answers), `health[service]` / `states[service]` (what a container gets at
-up; running and healthy unless said), `up_error[project]` (an exception up raises), `logs[container id]`,
+up; running and healthy unless said), `ends[service]` (more container fields it gets at up, e.g. an OOM
+kill's exit code), `up_error[project]` (an exception up raises), `logs[container id]`,
 `local_images` (reference -> image id), `memory[container id]` (bytes in use), `version = None` (engine
 unreachable), `exec_output[service]` / `exec_error[service]` (what `exec_to_file` writes or raises).
 """
@@ -57,6 +58,7 @@ class FakeDocker:
         self.hashes: dict[str, dict[str, str]] = {}
         self.health: dict[str, str | None] = {}
         self.states: dict[str, str] = {}
+        self.ends: dict[str, dict[str, object]] = {}
         self.up_error: dict[str, Exception] = {}
         self.logs: dict[str, str] = {}
         self.local_images: dict[str, str] = {}
@@ -113,9 +115,8 @@ class FakeDocker:
             spec = services[service] or {}
             env = tuple(f"{k}={str(v).replace('$$', '$')}" for k, v in (spec.get("environment") or {}).items())
             image = spec.get("image", f"{service}:latest")
-            kept.append(
-                container(project, service, config_hash=wanted, state=state, health=health, image=image, env=env)
-            )
+            fields = {"config_hash": wanted, "state": state, "health": health, "image": image, "env": env}
+            kept.append(container(project, service, **{**fields, **self.ends.get(service, {})}))
         if not remove_orphans:
             kept += [c for s, c in old.items() if s not in services]
         self.running = kept

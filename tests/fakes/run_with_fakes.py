@@ -11,7 +11,7 @@ from homelab import entry
 
 entry.quit_at_once()  # as the program does, before the heavy imports below
 
-from homelab import apply  # noqa: E402
+from homelab.engine import compose as apply  # noqa: E402
 from homelab.runtime import docker as docker_module  # noqa: E402
 from tests.fakes.docker import FakeDocker  # noqa: E402
 from tests.fakes.zfs import FakeZfs  # noqa: E402

@@ -3,7 +3,10 @@
 `deploy` does what `docker stack deploy` does to the fake's services: each service of the given files
 (read from disk; `${VAR:?...}` filled from the env) is created, or updated (its version bumped) when its
 spec differs, with one task running the new spec's digest label. Steer it with:
-`nodes_list` (the nodes), `pending[service]` (its task stays pending with that reason),
+`nodes_list` (the nodes), `pending[service]` (its task stays pending with that reason), `rejected[service]`
+(its task is rejected with that error and shut down, as the engine does when a bind source is missing),
+`fail(service, ...)` (its task ends after the deploy), `node_root` (a folder that stands for the nodes' /:
+`run_job` runs its script there with /bin/sh; else it only records the job in `jobs`), `job_error`,
 `rollback[service]` (its update fails: the previous spec comes back, update state rollback_completed),
 `busy_network[namespace]` (that many `stack rm` fail: a stopping task still uses the stack's network),
 `local_state` / `manager` (what `docker info` says), `network_subnets` (`docker network inspect`: the
@@ -15,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from homelab.runtime.swarm import SPEC_LABEL, Node, Service, SwarmState, Task
+from homelab.errors import CommandFailed
+from homelab.runtime.swarm import JOB_ROOT, SPEC_LABEL, JobNotStarted, Node, Service, SwarmState, Task
 
 _ids = itertools.count(1)
 
@@ -41,6 +46,10 @@ class FakeSwarm:
         self.svc: dict[str, Service] = {}
         self.task_list: dict[str, Task] = {}  # service name -> its one task
         self.pending: dict[str, str] = {}
+        self.rejected: dict[str, str] = {}
+        self.jobs: list[tuple[str, str, tuple[str, ...]]] = []  # name, image, constraints
+        self.node_root: Path | None = None
+        self.job_error: str | None = None
         self.rollback: dict[str, str] = {}
         self.busy_network: dict[str, int] = {}
         self.networks_left: set[str] = set()  # namespaces whose network a failed `stack rm` left
@@ -123,6 +132,21 @@ class FakeSwarm:
         self.task_list[name] = Task(f"t{next(_ids):04d}", service.id, "", "running", state, "", reason, "", digest)
         if state == "running":
             self.task_list[name] = replace(self.task_list[name], node_id=self.nodes_list[0].id, error="")
+        if short in self.rejected:
+            self.fail(short, "rejected", self.rejected[short])
+
+    def fail(self, short: str, state: str, error: str, *, desired: str = "shutdown", node_id: str = "") -> None:
+        """The service's task ends in `state` with `error` (its desired state `desired`), and no other starts."""
+        name = next(n for n in self.svc if n.endswith(f"_{short}"))
+        task = self.task_list[name]
+        self.task_list[name] = replace(
+            task,
+            desired=desired,
+            state=state,
+            error=error,
+            node_id=node_id or task.node_id,
+            updated_at="2026-11-27T10:05Z",
+        )
 
     def remove_services(self, names: Sequence[str]) -> None:
         self.calls.append(("remove_services", list(names)))
@@ -157,3 +181,19 @@ class FakeSwarm:
 
     def subnets(self, network: str) -> list[str]:
         return list(self.network_subnets.get(network, []))
+
+    def run_job(self, name: str, image: str, constraints: Sequence[str], script: str, *, timeout: float) -> str:
+        self.jobs.append((name, image, tuple(constraints)))
+        if self.job_error is not None:
+            failure = JobNotStarted if self.job_error.startswith("pending") else CommandFailed
+            raise failure(["docker", "service", "create", name], 1, "", f"job {name} {self.job_error}")
+        if self.node_root is None:
+            return ""
+        proc = subprocess.run(
+            ["/bin/sh", "-c", script.replace(JOB_ROOT, str(self.node_root))], capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            raise CommandFailed(
+                ["docker", "service", "create", name], 1, proc.stdout, f"job {name} failed: {proc.stderr}"
+            )
+        return proc.stdout

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from homelab.config.loader import load
-from homelab.health import ApplyFailed
+from homelab.engine import swarm as converge
+from homelab.engine import swarm_state as state
+from homelab.engine.health import ApplyFailed
 from homelab.project import render_project
-from homelab.swarm import converge, state
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.swarm import FakeSwarm, node
 from tests.fakes.zfs import FakeZfs
@@ -110,7 +111,7 @@ def test_a_task_no_node_can_take_is_reported_pending_with_the_reason(lab: Lab) -
     assert f"stack dev: gitea: pending: {reason}" in str(caught.value)
     plan, _, _ = lab.plan()
     rows = {f"{r.stack}/{r.service}": r for r in state.status(plan, lab.swarm)}
-    assert rows["dev/gitea"].state == f"pending: {reason}"
+    assert (rows["dev/gitea"].state, rows["dev/gitea"].reason) == ("pending", f"pending: {reason}")
     assert rows["edge/traefik"].state == "running" and rows["edge/traefik"].health == "healthy"
 
 
@@ -202,3 +203,22 @@ def test_doctor_checks_the_gateway_bridge_against_the_lan_and_the_proxy_subnet(
     lab.swarm.network_subnets["docker_gwbridge"] = [subnet]
     (check,) = [c for c in state.checks(plan, lab.swarm) if c.name == "docker_gwbridge"]
     assert check.level == level and check.detail.startswith(detail), check
+
+
+def test_doctor_checks_the_edge_ports_on_the_edge_node(lab: Lab) -> None:
+    plan, _, _ = lab.plan()
+    edge = node("edge", id="n-edge", role="worker", address="10.0.0.9", labels={"homelab.edge": "true"})
+    lab.swarm.nodes_list = [node("a", labels={"homelab.storage": "true"}), edge]
+    answers = {80: None, 443: ConnectionRefusedError("refused")}
+
+    def connect(address: str, port: int) -> None:
+        if address == "10.0.0.9":
+            failure = answers.get(port, TimeoutError("timed out"))
+            if failure is not None:
+                raise failure
+
+    found = [(c.level, c.detail) for c in state.checks(plan, lab.swarm, connect) if c.name == "edge node edge"]
+    assert ("ok", "10.0.0.9:80/tcp answers") in found
+    assert ("ok", "10.0.0.9:443/tcp free (nothing answers)") in found
+    ssh = plan.config.apps.gitea.ssh_port
+    assert ("fail", f"10.0.0.9:{ssh}/tcp not reachable (timed out)") in found

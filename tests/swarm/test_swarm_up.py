@@ -179,7 +179,7 @@ def test_a_service_no_node_can_take_is_reported_pending_with_the_reason(lab, swa
         assert f"gitea: pending: {reason}" in result.stderr + result.stdout, result.stderr
         status = lab.homelab("status", check=False)
         assert status.returncode == 1
-        assert "pending: no suitable node" in next(line for line in status.stdout.splitlines() if "dev/gitea" in line)
+        assert f"down: dev/gitea: pending: {reason}" in status.stdout, status.stdout
     finally:
         standins.docker("node", "update", "--label-add", "homelab.storage=true", swarm)
     _serving(lab)  # Swarm places the pending task as soon as a node qualifies

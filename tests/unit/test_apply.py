@@ -8,9 +8,10 @@ import stat
 
 import pytest
 
-from homelab import apply
+from homelab.engine import compose as apply
+from homelab.engine.health import ApplyFailed
+from homelab.engine.model import select_stacks
 from homelab.errors import CommandFailed, ConfigError
-from homelab.health import ApplyFailed
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs
 from tests.unit.conftest import Deployment
@@ -34,10 +35,10 @@ def _by_service(convergence: apply.Convergence) -> dict[str, tuple[str, str]]:
 
 def test_select_stacks_keeps_dependency_order_and_refuses_unknown_names(deployment: Deployment) -> None:
     plan = deployment.plan
-    assert apply.select_stacks(plan, []) == ["edge", "media", "cloud", "dev", "monitoring"]
-    assert apply.select_stacks(plan, ["dev", "edge"]) == ["edge", "dev"]
+    assert select_stacks(plan, []) == ["edge", "media", "cloud", "dev", "monitoring"]
+    assert select_stacks(plan, ["dev", "edge"]) == ["edge", "dev"]
     with pytest.raises(ConfigError) as caught:
-        apply.select_stacks(plan, ["dev", "mail"])
+        select_stacks(plan, ["dev", "mail"])
     assert caught.value.problems == ["unknown stack 'mail' (this config has: edge, media, cloud, dev, monitoring)"]
 
 

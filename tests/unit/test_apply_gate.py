@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from homelab.apply import ServiceAction, StackPlan
-from homelab.health import diagnose, wait_healthy
+from homelab.engine.health import diagnose, wait_healthy
+from homelab.engine.model import ServiceAction, StackPlan
 from homelab.runtime.docker import Container
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from homelab import apply
 from homelab.cli import app
+from homelab.engine import compose as apply
 from homelab.errors import CommandFailed
 from homelab.runtime import docker as docker_module
 from homelab.runtime import process
@@ -61,9 +61,9 @@ def test_up_applies_every_stack_then_finds_nothing_to_do(deployment: Deployment,
 
     again = _run(deployment, "up")
     assert again.exit_code == 0, again.output
-    assert again.output.splitlines() == [
-        "no changes: 14 services up to date"
-    ]  # 3 edge, 1 media, 4 cloud, 3 dev, 3 monitoring
+    lines = again.output.splitlines()  # 3 edge, 1 media, 4 cloud, 3 dev, 3 monitoring
+    assert lines[0] == "no changes: 14 services up to date"
+    assert lines[1].startswith("up: nothing to apply; all healthy in "), lines
 
 
 def test_up_with_an_unhealthy_service_exits_1_naming_it(deployment: Deployment, engine: FakeDocker) -> None:
@@ -151,13 +151,13 @@ def test_status_table_and_its_exit_code(deployment: Deployment, engine: FakeDock
 
 
 def test_status_with_an_unreadable_acme_json_shows_no_expiry(deployment: Deployment, engine: FakeDocker) -> None:
-    from homelab import status
+    from homelab.engine import status
 
     acme = deployment.mount / "edge" / "acme" / "acme.json"
     acme.parent.mkdir(parents=True)
     acme.write_text("{not json")
     assert status.served_certificates(deployment.plan) == []
-    rows = {(r.stack, r.service): r for r in status.status(deployment.plan, engine)}
+    rows = {(r.stack, r.service): r for r in status.status_rows(deployment.plan, engine)}
     assert rows[("dev", "gitea")].cert_expiry == "none yet"
 
 

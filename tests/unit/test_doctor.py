@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from homelab import doctor, host
+from homelab import doctor
 from homelab.config.loader import load
+from homelab.engine import host
 from homelab.errors import CommandFailed, EnvironmentProblem
 from homelab.plan import build_plan
 from tests.fakes.docker import FakeDocker

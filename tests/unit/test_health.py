@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from homelab import health
-from homelab.apply import ServiceAction, StackPlan
+from homelab.engine import health
+from homelab.engine.model import ServiceAction, StackPlan
 from homelab.errors import CommandFailed
 from homelab.runtime.docker import Container
 from tests.fakes.docker import FakeDocker, container

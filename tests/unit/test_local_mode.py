@@ -14,10 +14,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from homelab import apply
 from homelab import local as local_mode
 from homelab.cli import app
 from homelab.config.loader import load
+from homelab.engine import compose as apply
 from homelab.errors import CommandFailed, EnvironmentProblem, ExitCode
 from homelab.plan import build_plan
 from homelab.project import render_project

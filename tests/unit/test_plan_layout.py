@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from homelab import layout
-from homelab.apply import ServiceAction, StackPlan
+from homelab.engine.model import ServiceAction, StackPlan
 from homelab.errors import RefusedToOverwrite
 from homelab.ownership import MANIFEST, is_ours, read_manifest, write_manifest, write_owned
 from homelab.runtime.docker import Container

@@ -58,13 +58,13 @@ def test_rollback_of_a_stack_never_upgraded_is_refused(deployment: Deployment, m
 
 
 def test_status_reports_drift_and_up_repairs_it(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
-    from homelab import apply
+    from homelab.engine import compose as apply
     from tests.fakes.zfs import FakeZfs
 
     fake = FakeDocker()
     monkeypatch.setattr(docker_module, "Docker", lambda: fake)
     monkeypatch.setattr(apply, "ZfsCli", FakeZfs)
-    assert _run(deployment, "up", "dev").exit_code == 0
+    assert _run(deployment, "up", "edge", "dev").exit_code == 0  # `up dev` answers for the edge too
     index = next(i for i, c in enumerate(fake.running) if c.service == "jenkins")
     hand = tuple(e if not e.startswith("TZ=") else "TZ=UTC" for e in fake.running[index].env)
     fake.running[index] = fake.running[index].__class__(**{**fake.running[index].__dict__, "env": hand})

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from homelab import apply, drift
+from homelab.engine import compose as apply
+from homelab.engine import drift
 from homelab.layout import project_name
 from tests.fakes.docker import FakeDocker, container
 from tests.fakes.zfs import FakeZfs

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homelab import apply
+from homelab.engine import compose as apply
 from homelab.errors import HomelabError
 from homelab.layout import project_name
 from homelab.upgrade import journal as upgrade_journal
@@ -197,6 +197,8 @@ def test_up_reads_the_journal_first(deployment: Deployment, monkeypatch: pytest.
     monkeypatch.setattr(docker_module, "Docker", lambda: docker)
     monkeypatch.setattr(zfs_module, "ZfsCli", lambda: zfs)
     monkeypatch.setattr(apply, "ZfsCli", lambda: zfs)
+    # the edge dev is served through runs: `up dev` answers for it too
+    docker.running += [container("homelab-edge", s) for s in deployment.plan.stacks["edge"].services]
     result = _run(deployment, "up", "dev", "--timeout", "30")
     assert result.exit_code == 0, result.output
     assert "dev: the upgrade of " in result.output and "was interrupted while applying" in result.output

@@ -3,13 +3,14 @@ rollback when the new version is not healthy, `rollback` by hand, retention, ref
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from homelab import apply
+from homelab.engine import compose as apply
 from homelab.layout import project_name
 from homelab.upgrade import journal as upgrade_journal
 from homelab.upgrade import run as upgrade
@@ -73,6 +74,9 @@ def _setup(deployment: Deployment) -> tuple[ImageDocker, ContentZfs, list[str]]:
             part = "/".join(name.split("/")[:i])
             if part not in zfs.local:
                 zfs.create(part)
+    for dataset in deployment.plan.datasets:  # as `storage apply` leaves a mountpoint (up refuses another owner)
+        if Path(dataset.path).is_dir():
+            os.chown(dataset.path, dataset.uid, dataset.gid)
     running = [container(DEV, "gitea", image=OLD), container(DEV, "jenkins"), container(DEV, "rstudio")]
     for c in running[1:]:
         object.__setattr__(c, "image", deployment.plan.stacks["dev"].services[c.service].image)

@@ -113,40 +113,76 @@ def stack_datasets(plan: Plan, stacks: Iterable[str]) -> list[Dataset]:
     return [d for d in plan.datasets if d.owner in owners]
 
 
-def prepare_host(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[str]:
-    """Create missing bind-mount sources for the stacks' datasets when they are plain folders (ZFS
-    datasets are created and mounted by `homelab storage`), owned by the dataset's uid/gid (mode 0750: its
-    apps run as that uid, or as root with DAC_OVERRIDE, or skip their root-only walks: facts `startup`),
-    and acme.json as an empty 0600 file before the edge starts. Returns what it created. Raises HostError,
-    before creating anything, when a dataset's folder belongs to another uid:gid (wrong_owners), or when
-    homelab, not root, cannot give a new folder its owner."""
+@dataclass(frozen=True)
+class Needed:
+    """A bind source the stacks need before they start: a dataset folder (owned by uid:gid), or acme.json
+    (an empty 0600 file)."""
+
+    path: Path
+    kind: Literal["folder", "acme"]
+    uid: int = 0
+    gid: int = 0
+    service: tuple[str, str] = ("", "")  # (stack, service) that mounts it: where it must exist
+
+
+def needed(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[Needed]:
+    """The bind-mount sources of the stacks' datasets when they are plain folders (ZFS datasets are
+    created and mounted by `homelab storage`), and acme.json before the edge starts."""
     wanted = set(stacks)
-    datasets = stack_datasets(plan, wanted)
+    owners = {e for s in wanted for e in _owners(plan, s)}
+    result = []
+    for dataset in plan.datasets:
+        if dataset.owner not in owners or (zfs_datasets and dataset.name in zfs_datasets):
+            continue
+        result.append(Needed(Path(dataset.path), "folder", dataset.uid, dataset.gid, mounted_by(plan, dataset.path)))
+    if EDGE_STACK in wanted and plan.config.edge.kind == "traefik":
+        acme = acme_json_path(plan)
+        if acme is not None:
+            result.append(Needed(acme, "acme", service=mounted_by(plan, str(acme.parent))))
+    return result
+
+
+def prepare_host(plan: Plan, stacks: Iterable[str], *, zfs_datasets: set[str] | None = None) -> list[str]:
+    """Create on this host what `needed` lists and is missing: dataset folders owned by the dataset's uid/gid
+    (mode 0750: its apps run as that uid, or as root with DAC_OVERRIDE, or skip their root-only walks: facts
+    `startup`), acme.json as an empty 0600 file. Returns what it created. Raises HostError, before creating
+    anything, when a dataset's folder belongs to another uid:gid (wrong_owners), or when homelab, not root,
+    cannot give a new folder its owner."""
+    wanted = set(stacks)
+    items = needed(plan, wanted, zfs_datasets=zfs_datasets)
     root = os.geteuid() == 0
-    missing = [d for d in datasets if not (zfs_datasets and d.name in zfs_datasets) and not Path(d.path).exists()]
-    problems = [str(w) for w in wrong_owners(datasets)]
+    missing = {i.path for i in items if i.kind == "folder" and not i.path.exists()}
+    problems = [str(w) for w in wrong_owners(stack_datasets(plan, wanted))]
     if not root:
         uid, gid = os.geteuid(), os.getegid()
         problems += [
             f"{d.path} would be owned by {uid}:{gid}, not {d.uid}:{d.gid} ({d.key}): run as root, or "
             f"mkdir -p {d.path} && chown {d.uid}:{d.gid} {d.path}"
-            for d in missing
-            if (d.uid, d.gid) != (uid, gid)
+            for d in stack_datasets(plan, wanted)
+            if Path(d.path) in missing and (d.uid, d.gid) != (uid, gid)
         ]
     if problems:
         raise HostError("not starting: dataset folders with the wrong owner\n  " + "\n  ".join(problems))
     created = []
-    for dataset in missing:
-        path = Path(dataset.path)
-        path.mkdir(parents=True, mode=0o750)
-        if root:
-            os.chown(path, dataset.uid, dataset.gid)
-        created.append(str(path))
-    if EDGE_STACK in wanted and plan.config.edge.kind == "traefik":
-        acme = acme_json_path(plan)
-        if acme is not None and ensure_acme_json(acme):
-            created.append(str(acme))
+    for item in items:
+        if item.kind == "acme":
+            if ensure_acme_json(item.path):
+                created.append(str(item.path))
+        elif item.path in missing:
+            item.path.mkdir(parents=True, mode=0o750)
+            if root:
+                os.chown(item.path, item.uid, item.gid)
+            created.append(str(item.path))
     return created
+
+
+def mounted_by(plan: Plan, path: str) -> tuple[str, str]:
+    """The first service that mounts `path` (the node it runs on must have it)."""
+    for stack in plan.stacks.values():
+        for name, service in stack.services.items():
+            if any(m.source == path for m in service.mounts):
+                return stack.name, name
+    return "", ""
 
 
 def _owners(plan: Plan, stack_name: str) -> set[str]:

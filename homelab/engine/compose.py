@@ -18,89 +18,18 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from homelab.errors import CommandFailed, ConfigError
-from homelab.health import diagnose, wait_healthy
-from homelab.host import prepare_host
+from homelab.engine.health import diagnose, wait_healthy
+from homelab.engine.host import prepare_host
+from homelab.engine.model import Action, ApplyResult, Cause, Convergence, ServiceAction, StackPlan
+from homelab.errors import CommandFailed
 from homelab.layout import COMPOSE_FILE, PROJECT_PREFIX, SECRETS_DIR, project_name
 from homelab.plan_model import Plan, Stack
 from homelab.runtime.docker import OVERRIDE, Container, Engine
 from homelab.runtime.zfs import Zfs, ZfsCli
 
-Action = Literal["create", "recreate", "start", "leave", "remove"]
-# Why: what decisions depend on (`reason` is the same for people, and may carry details).
-Cause = Literal["new", "config", "inputs", "image", "stopped", "unchanged", "removed"]
 DEFAULT_TIMEOUT = 300
-
-
-@dataclass(frozen=True)
-class ServiceAction:
-    stack: str
-    service: str
-    action: Action
-    reason: str = ""
-    container: Container | None = None
-    cause: Cause = "unchanged"
-
-
-@dataclass
-class StackPlan:
-    name: str
-    directory: Path
-    actions: list[ServiceAction] = field(default_factory=list)
-    remove_stack: bool = False  # a homelab stack still running that the config no longer has
-
-    @property
-    def project(self) -> str:
-        return project_name(self.name)
-
-    @property
-    def changed(self) -> bool:
-        return self.remove_stack or any(a.action != "leave" for a in self.actions)
-
-    @property
-    def forced(self) -> list[str]:
-        """Services compose would leave alone (same hash) but that must be recreated."""
-        return [
-            a.service
-            for a in self.actions
-            if a.action == "recreate" and a.container is not None and a.container.config_hash and a.cause != "config"
-        ]
-
-
-@dataclass
-class Convergence:
-    stacks: list[StackPlan]
-
-    @property
-    def changed(self) -> bool:
-        return any(s.changed for s in self.stacks)
-
-    def actions(self, kind: Action | None = None) -> list[ServiceAction]:
-        return [a for s in self.stacks for a in s.actions if kind is None or a.action == kind]
-
-
-@dataclass
-class ApplyResult:
-    applied: list[str]  # stacks handed to compose
-    removed: list[str]  # whole stacks taken down
-    seconds: float
-
-
-# --- selecting stacks ----------------------------------------------------------------------------
-
-
-def select_stacks(plan: Plan, names: Iterable[str]) -> list[str]:
-    """The named stacks in dependency order (all when none named). A stack routed through the edge
-    needs the edge's proxy network, so naming it alone is fine once the edge has been applied."""
-    names = list(names)
-    unknown = [n for n in names if n not in plan.stacks]
-    if unknown:
-        raise ConfigError([f"unknown stack {n!r} (this config has: {', '.join(plan.stacks)})" for n in unknown])
-    return [n for n in plan.stacks if not names or n in names]
 
 
 # --- the convergence plan ------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from homelab.apply import Convergence, ServiceAction, converge
+from homelab.engine.compose import converge
+from homelab.engine.model import Convergence, ServiceAction
 from homelab.layout import COMPOSE_FILE
 from homelab.plan_model import Plan, Service
 from homelab.runtime.docker import Container, Engine

@@ -8,15 +8,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from ipaddress import ip_network
 
+from homelab.certs.store import Reader, read_here
 from homelab.checks import Check
+from homelab.engine.model import Down
+from homelab.engine.status import ServiceStatus, _expiry, _when, served_certificates
+from homelab.engine.swarm import task_reason
 from homelab.errors import CommandFailed
 from homelab.layout import PROJECT_PREFIX, project_name
 from homelab.plan_model import Plan
 from homelab.render.swarm import EDGE_LABEL, STORAGE_LABEL
 from homelab.runtime.docker import describe_failure
 from homelab.runtime.swarm import Node, Service, Swarm, Task
-from homelab.status import ServiceStatus, _expiry, _when, served_certificates
-from homelab.swarm.converge import describe_tasks
 
 # Between nodes (Docker's overlay network docs): 2377/tcp to managers (cluster management), 7946/tcp+udp
 # (node discovery), 4789/udp (VXLAN data); ESP (IP protocol 50) too when the overlay is encrypted.
@@ -45,23 +47,65 @@ def running_on(swarm: Swarm, services: list[Service]) -> tuple[dict[str, list[Ta
     return by_service, tasks
 
 
-def status(plan: Plan, swarm: Swarm) -> list[ServiceStatus]:
-    """One row per planned service: running n/m, or why its tasks are not running (pending: the
-    scheduler's reason)."""
-    services = {(s.namespace, s.service): s for s in swarm.services() if s.namespace.startswith(PROJECT_PREFIX)}
-    by_service, _ = running_on(swarm, list(services.values()))
-    served = served_certificates(plan)
+@dataclass(frozen=True)
+class Observed:
+    """The swarm's services, all their tasks (of any desired state) and its nodes, read once."""
+
+    services: dict[tuple[str, str], Service]  # (namespace, service) -> the service
+    tasks: dict[str, list[Task]]  # service id -> its tasks
+    nodes: dict[str, Node]
+
+    @classmethod
+    def read(cls, swarm: Swarm) -> Observed:
+        services = {(s.namespace, s.service): s for s in swarm.services() if s.namespace.startswith(PROJECT_PREFIX)}
+        tasks: dict[str, list[Task]] = {}
+        for task in swarm.tasks([s.id for s in services.values()]):
+            tasks.setdefault(task.service_id, []).append(task)
+        return cls(services, tasks, {n.id: n for n in swarm.nodes()})
+
+    def reason(self, stack: str, service: str) -> tuple[str, bool]:
+        """Why the service does not run on all its replicas ("" when it does), and whether it may still."""
+        found = self.services.get((project_name(stack), service))
+        if found is None:
+            return "not deployed (no such service on the swarm)", False
+        tasks = self.tasks.get(found.id, [])
+        ready = [
+            t
+            for t in tasks
+            if t.desired == "running" and t.state == "running" and self.nodes.get(t.node_id, _UNKNOWN).state == "ready"
+        ]
+        if len(ready) >= found.replicas:
+            return "", False
+        return task_reason(tasks, self.nodes)
+
+
+_UNKNOWN = Node("", "", "", "unknown", "", "")
+
+
+def swarm_down(plan: Plan, swarm: Swarm, stacks: list[str]) -> list[Down]:
+    """Every declared service of `stacks` that does not run on the swarm, with Swarm's reason."""
+    seen = Observed.read(swarm)
+    result = []
+    for name in stacks:
+        for service in plan.stacks[name].services:
+            reason, starting = seen.reason(name, service)
+            if reason:
+                result.append(Down(name, service, reason, starting))
+    return result
+
+
+def status(plan: Plan, swarm: Swarm, read: Reader = read_here) -> list[ServiceStatus]:
+    """One row per planned service: running, or why it does not (Swarm's reason from its latest task);
+    certificates from acme.json as `read` finds it (on the edge node)."""
+    seen = Observed.read(swarm)
+    served = served_certificates(plan, read)
     port = plan.config.edge.https_port
     rows = []
     for stack in plan.stacks.values():
         for name, planned in stack.services.items():
-            found = services.get((project_name(stack.name), name))
-            tasks = by_service.get(found.id, []) if found else []
-            running = [t for t in tasks if t.state == "running"]
-            state = "absent"
-            if found:
-                ready = len(running) >= found.replicas
-                state = "running" if ready else (describe_tasks(tasks) or "no task")
+            found = seen.services.get((project_name(stack.name), name))
+            reason = seen.reason(stack.name, name)[0]
+            state = "absent" if found is None else ("running" if not reason else reason.partition(":")[0])
             route = plan.route_for(stack.name, name)
             rows.append(
                 ServiceStatus(
@@ -74,6 +118,7 @@ def status(plan: Plan, swarm: Swarm) -> list[ServiceStatus]:
                     url=f"https://{route.host}" + ("" if port == 443 else f":{port}") if route else "-",
                     cert_expiry=_expiry(served, route.host) if route else "-",
                     last_change=_when(found.updated_at) if found else "-",
+                    reason=reason,
                 )
             )
     return rows
@@ -127,10 +172,29 @@ def checks(plan: Plan, swarm: Swarm, connect: Callable[[str, int], None] | None 
             yield Check("warn", f"node {node.hostname}", f"{node.state}, {node.availability}: nothing is placed there")
     yield from _label_checks(found)
     yield from _gateway_bridge_checks(plan, swarm.subnets(GATEWAY_BRIDGE))
+    yield from _edge_port_checks(plan, state.node_id, found, connect or _connect)
     if len(found) == 1:
         yield Check("ok", "overlay ports", "one node: 2377/7946/4789 are not used between nodes")
         return
     yield from _port_checks(state.node_id, found, connect or _connect, plan.config.edge.encrypt_overlay)
+
+
+def _edge_port_checks(plan: Plan, me: str, found: list[Node], connect: Callable[[str, int], None]) -> Iterator[Check]:
+    """The ports the edge publishes (host mode) on the edge node(s), from here: on this node doctor's own
+    port checks see them; on another one, a port that answers is the edge (or something in its way), one
+    that refuses is free (the edge not there yet), one that cannot be reached is behind a firewall."""
+    ports = [port for _, port in plan.config.published_ports()]
+    for node in found:
+        if node.id == me or not _labelled(node, EDGE_LABEL):
+            continue
+        for port in ports:
+            try:
+                connect(node.address, port)
+                yield Check("ok", f"edge node {node.hostname}", f"{node.address}:{port}/tcp answers")
+            except ConnectionRefusedError:
+                yield Check("ok", f"edge node {node.hostname}", f"{node.address}:{port}/tcp free (nothing answers)")
+            except OSError as exc:
+                yield Check("fail", f"edge node {node.hostname}", f"{node.address}:{port}/tcp not reachable ({exc})")
 
 
 def _label_checks(found: list[Node]) -> Iterator[Check]:

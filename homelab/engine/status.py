@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from homelab.certs.store import Issued, UnreadableStore, read_holdings
+from homelab.certs.store import Issued, Reader, UnreadableStore, read_here, read_holdings
+from homelab.engine.health import container_reason
 from homelab.layout import project_name
 from homelab.plan_model import Plan
 from homelab.runtime.docker import Engine
@@ -26,9 +27,10 @@ class ServiceStatus:
     memory: str = "-"  # in use / limit, e.g. "212 MiB / 1024 MiB" (docker stats, the container's limit)
     oom_killed: bool = False  # its last exit was the kernel's OOM killer at its limit (State.OOMKilled)
     restarts: int = 0  # restarts by its restart policy (RestartCount)
+    reason: str = ""  # why it is not running and healthy, in the engine's words ("" when it is)
 
 
-def status(plan: Plan, docker: Engine) -> list[ServiceStatus]:
+def status_rows(plan: Plan, docker: Engine) -> list[ServiceStatus]:
     containers = {(c.project, c.service): c for c in docker.containers()}
     in_use = docker.memory_usage([c.id for c in containers.values() if c.running])
     served = served_certificates(plan)
@@ -51,6 +53,7 @@ def status(plan: Plan, docker: Engine) -> list[ServiceStatus]:
                     memory=_memory(in_use.get(c.id), c.memory_limit) if c else "-",
                     oom_killed=c.oom_killed if c else False,
                     restarts=c.restart_count if c else 0,
+                    reason=container_reason(docker, c),
                 )
             )
     return rows
@@ -70,13 +73,13 @@ def _when(stamp: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def served_certificates(plan: Plan) -> list[Issued]:
-    """The certificates Traefik serves now, from acme.json; none while it cannot be read (`homelab certs`
-    and `doctor` say why)."""
+def served_certificates(plan: Plan, read: Reader = read_here) -> list[Issued]:
+    """The certificates Traefik serves now, from acme.json where the edge runs (`read`); none while it
+    cannot be read (`homelab certs` and `doctor` say why)."""
     if plan.config.edge.kind != "traefik":
         return []
     try:
-        return read_holdings(plan).served
+        return read_holdings(plan, read).served
     except UnreadableStore:
         return []
 

@@ -20,16 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from homelab.apply import ApplyResult, Convergence, ServiceAction, StackPlan, zfs_dataset_names
+from homelab.engine.compose import zfs_dataset_names
+from homelab.engine.health import ApplyFailed
+from homelab.engine.model import ApplyResult, Convergence, ServiceAction, StackPlan
+from homelab.engine.swarm_files import JOB_TIMEOUT, prepare_on_nodes
 from homelab.errors import CommandFailed
-from homelab.health import ApplyFailed
-from homelab.host import prepare_host
 from homelab.layout import EDGE_STACK, PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
 from homelab.plan_model import Plan
 from homelab.render.swarm import content_digest, digest_variable
 from homelab.render.yamldump import dump
 from homelab.runtime.docker import Engine
-from homelab.runtime.swarm import SPEC_LABEL, Service, Swarm, Task
+from homelab.runtime.swarm import SPEC_LABEL, Node, Service, Swarm, Task
 from homelab.runtime.zfs import Zfs, ZfsCli
 from homelab.yamlio import safe_load
 
@@ -156,11 +157,15 @@ def apply(
     leave_compose(docker, progress)
     if convergence.stacks:
         (convergence.stacks[0].directory.parent / SWARM_MARK).write_text("homelab's stacks run on Swarm\n")
-    prepare_host(
+    for path in prepare_on_nodes(
         plan,
-        [s.name for s in convergence.stacks if not s.remove_stack],
+        [s.name for s in convergence.stacks if s.changed and not s.remove_stack],
+        swarm,
         zfs_datasets=zfs_dataset_names(zfs or ZfsCli()),
-    )
+        progress=progress,
+        timeout=min(timeout, JOB_TIMEOUT),
+    ):
+        progress(f"created {path} on the node that mounts it")
     for stack in [s for s in convergence.stacks if s.changed]:
         if stack.remove_stack:
             progress(f"{stack.name}: taking down (no longer in the config)")
@@ -245,21 +250,31 @@ def _verdict(want: Desired, name: str, service: Service | None, tasks: list[Task
         return f"{name}: rolling back ({service.update_message})"
     if service.update_state in FAILED_UPDATE:
         return f"failed: {name}: update {service.update_state} ({service.update_message})"
-    mine = [t for t in tasks if t.service_id == service.id and t.desired == "running"]
-    current = [t for t in mine if t.state == "running" and t.spec_digest == want.digests[name]]
-    if len(current) >= service.replicas and len(mine) == len(current):
+    mine = [t for t in tasks if t.service_id == service.id]
+    running = [t for t in mine if t.desired == "running"]
+    current = [t for t in running if t.state == "running" and t.spec_digest == want.digests[name]]
+    if len(current) >= service.replicas and len(running) == len(current):
         return ""
-    return f"{name}: {describe_tasks(mine) or 'no task yet'}"
+    return f"{name}: {task_reason(mine)[0]}"
 
 
-def describe_tasks(tasks: list[Task]) -> str:
-    """The state of the tasks that are not running yet, with the scheduler's or engine's reason."""
-    parts = []
-    for task in tasks:
-        if task.state != "running":
-            reason = task.error or task.message
-            parts.append(f"{task.state}: {reason}" if reason else task.state)
-    return "; ".join(dict.fromkeys(parts))
+TRANSITIONAL = ("new", "allocated", "pending", "assigned", "accepted", "preparing", "ready", "starting")
+
+
+def task_reason(tasks: list[Task], nodes: dict[str, Node] | None = None) -> tuple[str, bool]:
+    """Why the service does not run, from its latest task of any desired state (a rejected task is
+    shut down at once: the running ones say nothing), with the node it was on when that node is not
+    ready; and whether it may still get there (a task being started, with no error)."""
+    if not tasks:
+        return "no task (Swarm made none)", False
+    latest = max(tasks, key=lambda t: t.updated_at)
+    words = latest.error or latest.message
+    reason = f"{latest.state}: {words}" if words else latest.state
+    down = {t.node_id for t in tasks if t.node_id in (nodes or {}) and (nodes or {})[t.node_id].state != "ready"}
+    for node_id in sorted(down):
+        node = (nodes or {})[node_id]
+        reason += f"; node {node.hostname} is {node.state}"
+    return reason, latest.state in TRANSITIONAL and not latest.error and not down
 
 
 def prune_objects(swarm: Swarm, namespace: str) -> None:
