@@ -108,14 +108,23 @@ def check(plan: Plan, rfc2136: Rfc2136, timeout: float) -> Iterator[Check]:
     if isinstance(server, Check):
         yield server
         return
+    follows_cname = plan.config.edge.kind == "traefik"  # lego does; certbot's rfc2136 plugin does not
     for name in challenge_names(plan):
-        yield _round_trip(server, name)
+        yield _round_trip(server, name, follows_cname=follows_cname)
 
 
-def _round_trip(server: Server, name: str) -> Check:
+def _round_trip(server: Server, challenge: str, *, follows_cname: bool) -> Check:
     rfc2136 = server.rfc2136
     token = f'"{secrets.token_hex(8)}"'
+    name = challenge
     try:
+        target = cname_target(server, challenge)
+        if target and not follows_cname:
+            raise Refused(
+                f"{challenge} is a CNAME to {target}: certbot (the NGINX edge) writes the TXT record at "
+                f"{challenge} itself, where a CNAME leaves no room for it; remove the CNAME"
+            )
+        name = target or challenge  # lego writes where the CNAME points (a delegated challenge)
         zone = find_zone(server, name)
         added = server.update(zone, name, token, add=True)
         if added != "NOERROR":
@@ -123,18 +132,18 @@ def _round_trip(server: Server, name: str) -> Check:
         found = server.txt(name)
         deleted = server.update(zone, name, token, add=False)
     except Refused as exc:
-        return Check("fail", name, str(exc))
+        return Check("fail", challenge, str(exc))
     except dns.tsig.PeerBadTime:
         return Check(
             "fail",
-            name,
+            challenge,
             f"{server} rejected the signature's time (BADTIME): this box's clock or the server's is off; "
             "turn on time sync (`timedatectl set-ntp true` or chrony)",
         )
     except dns.tsig.PeerBadKey:
         return Check(
             "fail",
-            name,
+            challenge,
             f"{server} knows no key {rfc2136.tsig_key!r} with algorithm {rfc2136.tsig_algorithm} "
             "(BADKEY): "
             "domain.acme.rfc2136.tsig_key and tsig_algorithm must match the server's `key` statement",
@@ -142,18 +151,34 @@ def _round_trip(server: Server, name: str) -> Check:
     except dns.tsig.PeerBadSignature:
         return Check(
             "fail",
-            name,
+            challenge,
             f"{server} does not verify the signature of key {rfc2136.tsig_key!r} (BADSIG): the secret "
             f"in {server.secret_file} is not the server's secret for it",
         )
     except (dns.exception.DNSException, OSError) as exc:
-        return Check("fail", name, f"no answer from {server} ({reason(exc)}): is the server overloaded?")
+        return Check("fail", challenge, f"no answer from {server} ({reason(exc)}): is the server overloaded?")
     if token not in found:
-        return Check("fail", name, f"{server} accepted TXT {name} but does not answer it: is it the zone's primary?")
+        return Check("fail", challenge, f"{server} accepted TXT {name} but does not answer it: is it the primary?")
     if deleted != "NOERROR":
-        return Check("warn", name, f"TXT added and read back at {server}, but deleting it answered {deleted}")
+        return Check("warn", challenge, f"TXT added and read back at {server}, but deleting it answered {deleted}")
     where = f"zone {zone.to_text(omit_final_dot=True)} at {server}"
-    return Check("ok", name, f"TXT added, read back and deleted in {where} with key {rfc2136.tsig_key}")
+    at = f" at {name} (its CNAME's target)" if name != challenge else ""
+    return Check("ok", challenge, f"TXT added{at}, read back and deleted in {where} with key {rfc2136.tsig_key}")
+
+
+def cname_target(server: Server, name: str) -> str | None:
+    """Where a CNAME chain from `name` ends (as lego follows it, at most 8 links), None without one."""
+    node, target = dns.name.from_text(name), None
+    for _ in range(8):
+        answer = server.ask(dns.message.make_query(node, "CNAME"))
+        links = [
+            r for rrset in answer.answer if rrset.rdtype == dns.rdatatype.CNAME and rrset.name == node for r in rrset
+        ]
+        if not links:
+            break
+        node = links[0].target
+        target = node.to_text(omit_final_dot=True)
+    return target
 
 
 def find_zone(server: Server, name: str) -> dns.name.Name:

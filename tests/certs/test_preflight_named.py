@@ -180,3 +180,27 @@ def test_clock_skew(tmp_path: Path, server: Named, monkeypatch: pytest.MonkeyPat
         f"fail  _acme-challenge.example.com: 127.0.0.1:{server.port} rejected the signature's time (BADTIME): this "
         "box's clock or the server's is off"
     ) in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("edge", ["traefik", "nginx"])
+def test_a_challenge_delegated_by_cname(tmp_path: Path, program: str, edge: str) -> None:
+    """A CNAME at the challenge name (its records kept in another zone): lego writes at the target,
+    certbot's plugin at the name itself, where BIND ignores a TXT beside the CNAME."""
+    cname = "_acme-challenge IN CNAME delegated.example.net."
+    folder = tmp_path / "named"
+    grants = ("delegated.example.net",)
+    with named(program, folder, records=(CAA, cname), more_zones=("example.net",), grants=grants) as server:
+        result = _check(tmp_path / "config", server, edge=edge)
+    if edge == "traefik":
+        assert result.exit_code == 0, result.stdout
+        assert (
+            "ok    _acme-challenge.example.com: TXT added at delegated.example.net (its CNAME's target), read back "
+            f"and deleted in zone example.net at 127.0.0.1:{server.port} with key homelab-acme"
+        ) in result.stdout, result.stdout
+    else:
+        assert result.exit_code == 1
+        assert (
+            "fail  _acme-challenge.example.com: _acme-challenge.example.com is a CNAME to delegated.example.net: "
+            "certbot (the NGINX edge) writes the TXT record at _acme-challenge.example.com itself, where a CNAME "
+            "leaves no room for it; remove the CNAME"
+        ) in result.stdout, result.stdout

@@ -13,6 +13,7 @@ from homelab.certs.ledger import Ledger
 from homelab.certs.status import name_statuses
 from homelab.certs.store import UnreadableStore, read_holdings, store_path
 from homelab.cli import app
+from homelab.runtime import docker as docker_module
 from tests.certs.conftest import (
     LE_PROD,
     LE_STAGING,
@@ -24,6 +25,7 @@ from tests.certs.conftest import (
     write_acme_json,
     write_lineage,
 )
+from tests.fakes.docker import FakeDocker
 
 runner = CliRunner()
 
@@ -110,7 +112,15 @@ def test_damaged_acme_json_is_named(make_plan, content: str, problem: str) -> No
     assert problem in str(caught.value)
 
 
-def test_cli_json_and_table(make_plan, example_config, monkeypatch) -> None:
+@pytest.fixture
+def engine(monkeypatch):
+    """`homelab certs` reads the edge's log from the engine: a fake one, running nothing."""
+    fake = FakeDocker()
+    monkeypatch.setattr(docker_module, "Docker", lambda: fake)
+    return fake
+
+
+def test_cli_json_and_table(make_plan, example_config, monkeypatch, engine) -> None:
     plan = make_plan()
     write_acme_json(store_path(plan), [("plex.example.com", make_cert(["plex.example.com"]))], LE_PROD)
     monkeypatch.setattr(status_module, "datetime", _Frozen)
@@ -138,7 +148,7 @@ def test_cli_json_and_table(make_plan, example_config, monkeypatch) -> None:
     assert lines[1].split()[:7] == ["plex.example.com", "R11", "production", "2027-02-15", "80", "tls-alpn-01", "0"]
 
 
-def test_cli_damaged_store_exits_2(make_plan, example_config) -> None:
+def test_cli_damaged_store_exits_2(make_plan, example_config, engine) -> None:
     plan = make_plan()
     store_path(plan).parent.mkdir(parents=True)
     store_path(plan).write_text("{")
