@@ -148,23 +148,27 @@ def test_a_failing_update_rolls_back_by_itself(lab, tmp_path) -> None:  # type: 
     the swarm's health-driven one (update_config failure_action), not a crash's."""
     healthy = lab.data["images"]["gitea"]
     facts = all_facts()[pinned_images()["gitea"]]
-    lab.data["images"]["gitea"] = standins.faithful_image(tmp_path, facts, tag="sick", sick=True)
+    sick_image = standins.faithful_image(tmp_path, facts, tag="sick", sick=True)
+    lab.data["images"]["gitea"] = sick_image
     lab.write()
-    result = lab.up("--timeout", "120", check=False)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "rolled it back" in result.stderr + result.stdout, result.stderr
-    sick = [
-        t
-        for t in _tasks(lab, "gitea")
-        if t["Spec"]["ContainerSpec"]["Image"].startswith(f"{standins.PREFIX}/gitea:sick")
-    ]
-    assert sick and all(t["Status"].get("ContainerStatus", {}).get("ExitCode", 0) in (0, 137, 143) for t in sick), sick
-    assert any("unhealthy" in t["Status"].get("Err", "") + t["Status"].get("Message", "") for t in sick), sick
-    spec = lab.services()["gitea"]["Spec"]["TaskTemplate"]["ContainerSpec"]
-    assert spec["Image"].split("@")[0] == healthy
-    _serving(lab)
-    lab.data["images"]["gitea"] = healthy
-    lab.write()
+    try:
+        result = lab.up("--timeout", "120", check=False)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "rolled it back" in result.stderr + result.stdout, result.stderr
+        sick = [t for t in _tasks(lab, "gitea") if t["Spec"]["ContainerSpec"]["Image"].startswith(sick_image)]
+        statuses = [
+            (t["Status"]["State"], t["Status"].get("Err", ""), t["Status"].get("ContainerStatus", {})) for t in sick
+        ]
+        # it ran (a container was made; a later task may be shut down before it starts) and never exited by
+        # itself: stopped by the swarm (0 from its TERM trap, or 137/143), never a crash's 1 or 127
+        assert any(s[2].get("ContainerID") for s in statuses), statuses
+        assert all(s[2].get("ExitCode", 0) in (0, 137, 143) for s in statuses), statuses
+        spec = lab.services()["gitea"]["Spec"]["TaskTemplate"]["ContainerSpec"]
+        assert spec["Image"].split("@")[0] == healthy
+        _serving(lab)
+    finally:
+        lab.data["images"]["gitea"] = healthy
+        lab.write()
     assert "no changes" in lab.up().stdout  # the rolled back spec is what the config says again
 
 
