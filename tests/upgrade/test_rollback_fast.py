@@ -146,6 +146,7 @@ def test_rollback_asks_before_discarding_writes_and_keep_data_discards_nothing(
     assert f"safety snapshot @{record.safety}" in done.output
     assert record.safety in zfs.snapshots(datasets[0])
     assert zfs.snapshot_dir(datasets[0], record.safety).joinpath("written-by-v2").read_bytes() == b"12345"
+    assert f"(discarded writes: @{record.safety})" in _run(deployment, "upgrade", "--list").output
 
 
 def test_rollback_on_a_terminal_shows_what_it_would_discard_and_asks(
