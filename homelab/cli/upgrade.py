@@ -34,7 +34,8 @@ def upgrade(
     for r in records:
         moved = ", ".join(f"{c.service} {c.old} -> {c.new}" for c in r.changes)
         snapshot = f"@{r.snapshot}" if r.snapshot else "(no snapshot)"
-        typer.echo(f"{r.stack:12} {r.stamp}  {r.state:11} {snapshot}  {moved}")
+        safety = f"  (discarded writes: @{r.safety})" if r.safety else ""
+        typer.echo(f"{r.stack:12} {r.stamp}  {r.state:11} {snapshot}  {moved}{safety}")
     if list_ and not records:
         typer.echo("no upgrades yet")
 

@@ -35,6 +35,7 @@ from homelab.runtime.zfs import Zfs
 from homelab.upgrade.journal import DUMP_FILE, RECORDS_DIR, Dump, Record, UpgradeRefused
 
 SAFETY_PREFIX = "homelab-safety-"
+MARGIN = 16 << 20  # bytes free left over after a put-back (metadata, the stopped app's logs)
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Changes:
     dataset: str
     written: int = 0  # bytes of the live files added or changed since the snapshot
     files: int = 0  # files added or changed
+    restore: int = 0  # bytes of the snapshot's files a put-back writes again (needs that much room)
     removed: int = 0  # files or folders (each one under a lost folder too) the snapshot has and the live lost
 
     @property
@@ -66,10 +68,9 @@ class Loss:
         return "\n".join(["  " + c.describe() for c in self.datasets] + ["  " + d for d in self.databases])
 
 
-def measure(record: Record, out: Path, docker: Engine, zfs: Zfs) -> Loss:
-    """What putting the data back would discard, asked while the stack still runs."""
+def measure(record: Record, out: Path, docker: Engine, zfs: Zfs, found: list[Changes]) -> Loss:
+    """What putting the data back would discard (`found`: its datasets' changes), asked while the stack runs."""
     base = out / RECORDS_DIR / record.folder_name / "read"
-    found = [changes(zfs, name, record.snapshot or "", base) for name in record.datasets]
     databases = [_database(record, out, docker, zfs, d, base) for d in record.databases]
     changed = any(c.any for c in found) or any(" changed " in d for d in databases)
     return Loss(found, databases, changed)
@@ -95,6 +96,18 @@ def _database(record: Record, out: Path, docker: Engine, zfs: Zfs, dump: Dump, b
     finally:
         now.unlink(missing_ok=True)
     return f"{dump.service}: database {dump.database} " + ("is unchanged" if same else "has changed since the upgrade")
+
+
+def room(zfs: Zfs, found: list[Changes]) -> list[str]:
+    """Datasets without the free space to take their files back (the safety snapshot keeps the current
+    blocks, so the snapshot's versions are written anew)."""
+    short = []
+    for c in found:
+        free = zfs.get(c.dataset, "available")
+        if c.any and free.isdigit() and int(free) < c.restore + MARGIN:
+            need, has = (c.restore + MARGIN) >> 20, int(free) >> 20
+            short.append(f"{c.dataset} needs {need} MiB free to take its files back, has {has} MiB")
+    return short
 
 
 def live_folder(zfs: Zfs, dataset: str) -> Path:
@@ -147,8 +160,15 @@ def _sync(old: Path, live: Path, tally: Changes, *, apply: bool) -> Changes:
             if now is not None or apply:
                 _sync(src, dst, tally, apply=apply)
             else:  # what a put-back would make again inside it
-                tally.removed += sum(len(dirs) + len(files) for _root, dirs, files in os.walk(src))
-        elif apply:
+                for root, dirs, files in os.walk(src):
+                    tally.removed += len(dirs) + len(files)
+                    tally.restore += sum((Path(root) / f).lstat().st_size for f in files)
+            continue
+        if stat.S_ISREG(was.st_mode) and (
+            now is None or (now.st_size, now.st_mtime_ns) != (was.st_size, was.st_mtime_ns)
+        ):
+            tally.restore += was.st_size
+        if apply:
             _copy(src, dst, was, now)
             _metadata(dst, was)
     if apply:

@@ -38,7 +38,7 @@ from homelab.upgrade.journal import (
     list_records,
     process_started,
 )
-from homelab.upgrade.restore import changes, keeps_data, measure, put_back, safety_name
+from homelab.upgrade.restore import changes, keeps_data, measure, put_back, room, safety_name
 
 KEEP = 3  # upgrade snapshots kept per stack; older ones are destroyed after a successful upgrade
 LOG_LINES = 200  # of each failed container's output, kept in the record
@@ -218,18 +218,7 @@ def restore(
     folder = out / RECORDS_DIR / record.folder_name
     data = bool(record.snapshot) and not record.data_restored and not keep_data
     if data:
-        missing = [n for n in record.datasets if record.snapshot not in zfs.snapshots(n)]
-        if missing:
-            raise UpgradeRefused(f"{record.stack}: snapshot @{record.snapshot} is gone from {', '.join(missing)}")
-        loss = measure(record, out, docker, zfs) if decide is not None else None
-        if decide is not None and loss is not None and loss.changed and not decide(loss.describe()):
-            what = "unfinished: it" if record.state == "rolling-back" else "not done: it"
-            raise UpgradeRefused(
-                f"rollback of {record.stack} {what} would discard what was written since the upgrade "
-                f"(@{record.snapshot}):\n{loss.describe()}\n"
-                f"`homelab rollback {record.stack} --discard-writes` rolls back keeping it in a safety snapshot; "
-                f"`homelab rollback {record.stack} --keep-data` returns to the previous images on the data as it is"
-            )
+        _can_put_back(record, out, docker, zfs, decide)
     record.step(out, "rolling-back")
     if data:
         docker.down(stack.project, stack.directory)
@@ -255,6 +244,30 @@ def restore(
     progress(
         f"{record.stack}: rolled back to the previous images, {where}; healthy after {time.monotonic() - began:.1f}s"
     )
+
+
+def _can_put_back(record: Record, out: Path, docker: Engine, zfs: Zfs, decide: Decide | None) -> None:
+    """Before anything stops: the snapshot is on every dataset, there is room to take the files back, and
+    (with `decide`) what would be discarded is accepted; else UpgradeRefused."""
+    missing = [n for n in record.datasets if record.snapshot not in zfs.snapshots(n)]
+    if missing:
+        raise UpgradeRefused(f"{record.stack}: snapshot @{record.snapshot} is gone from {', '.join(missing)}")
+    base = out / RECORDS_DIR / record.folder_name / "read"
+    found = [changes(zfs, name, record.snapshot or "", base) for name in record.datasets]
+    short = room(zfs, found)
+    if short:
+        raise UpgradeRefused(f"rollback of {record.stack} not done, nothing was stopped: " + "; ".join(short))
+    if decide is None:
+        return
+    loss = measure(record, out, docker, zfs, found)
+    if loss.changed and not decide(loss.describe()):
+        what = "unfinished: it" if record.state == "rolling-back" else "not done: it"
+        raise UpgradeRefused(
+            f"rollback of {record.stack} {what} would discard what was written since the upgrade "
+            f"(@{record.snapshot}):\n{loss.describe()}\n"
+            f"`homelab rollback {record.stack} --discard-writes` rolls back keeping it in a safety snapshot; "
+            f"`homelab rollback {record.stack} --keep-data` returns to the previous images on the data as it is"
+        )
 
 
 def _data_step(record: Record, out: Path, docker: Engine, zfs: Zfs, progress: Callable[[str], None]) -> None:

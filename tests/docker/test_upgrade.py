@@ -84,6 +84,7 @@ class Box:
         self.said: list[str] = []
         self.repaired: list[drift.Drift] = []
         self.start_periods: dict[str, str] = {}  # version -> its healthcheck's start_period
+        self.restarted: set[str] = set()  # versions run with the catalog's `restart: unless-stopped`
 
     def services(self, version: str) -> tuple[dict[str, Service], list[Dataset]]:
         """The stack as the plan has it: its services and the datasets they mount."""
@@ -96,16 +97,15 @@ class Box:
         health = {"test": ["CMD", "/health"], "interval": "1s", "timeout": "5s", "retries": 3}
         if version in self.start_periods:
             health["start_period"] = self.start_periods[version]
-        return {
-            "services": {
-                "app": {
-                    "image": self.versions[version],
-                    "environment": dict(ENV),
-                    "volumes": [f"{self.data}:/data"],
-                    "healthcheck": health,
-                }
-            }
+        app = {
+            "image": self.versions[version],
+            "environment": dict(ENV),
+            "volumes": [f"{self.data}:/data"],
+            "healthcheck": health,
         }
+        if version in self.restarted:
+            app["restart"] = "unless-stopped"
+        return {"services": {"app": app}}
 
     def plan(self, version: str) -> Plan:
         services, datasets = self.services(version)

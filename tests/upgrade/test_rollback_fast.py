@@ -79,6 +79,7 @@ def test_put_back_makes_the_live_tree_equal_the_snapshot_and_counts_what_it_disc
 
     done = _sync(old, live, Changes("tank/x"), apply=True)
     assert (done.written, done.files, done.removed) == (dry.written, dry.files, dry.removed)
+    assert dry.restore == done.restore == len(b"v1") + len(b"deleted by v2") + len(b"file")  # written back
     assert _tree(live) == want
     assert not _sync(old, live, Changes("tank/x"), apply=False).any  # nothing left to put back
 
@@ -148,6 +149,20 @@ def test_rollback_asks_before_discarding_writes_and_keep_data_discards_nothing(
     assert f"safety snapshot @{record.safety}" in done.output
     assert record.safety in zfs.snapshots(datasets[0])
     assert zfs.snapshot_dir(datasets[0], record.safety).joinpath("written-by-v2").read_bytes() == b"12345"
+    assert f"(discarded writes: @{record.safety})" in _run(deployment, "upgrade", "--list").output
+
+
+def test_a_rollback_without_room_to_take_the_files_back_is_refused_before_anything_stops(
+    deployment: Deployment,
+) -> None:
+    docker, zfs, datasets = _setup(deployment)
+    _up(deployment, docker, zfs)
+    (Path(zfs.get(datasets[0], "mountpoint")) / "upload").write_bytes(b"x" * 100)
+    zfs.local[datasets[0]]["available"] = str(1 << 20)
+    docker.calls.clear()
+    with pytest.raises(upgrade_journal.UpgradeRefused, match=f"{datasets[0]} needs 16 MiB free to take its files"):
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=5, progress=print, decide=lambda _l: True)
+    assert docker.changes() == [] and upgrade_journal.list_records(deployment.out)[0].state == "upgraded"
 
 
 def test_rollback_on_a_terminal_shows_what_it_would_discard_and_asks(
