@@ -17,6 +17,7 @@ from homelab.config.loader import LoadedConfig
 from homelab.config.models import Backup
 from homelab.errors import ConfigError, HomelabError
 from homelab.plan import Dataset, build_plan
+from homelab.runtime.docker import Engine
 from homelab.runtime.rclone import Rclone, RcloneDriver
 from homelab.secrets import generate, user_secret_values
 
@@ -71,6 +72,8 @@ class Context:
     remotes: list[str]
     clock: Clock = utcnow
     notes: list[str] = field(default_factory=list)
+    crypt_secrets: tuple[str, str] = ("", "")  # the password and salt: never inside a recovery bundle
+    engine: Engine | None = None  # for the bundle's database dumps and image IDs (homelab.backup.bundle)
 
     @property
     def backup(self) -> Backup:
@@ -122,6 +125,7 @@ def context(
     remote: str | None = None,
     rclone: RcloneDriver | None = None,
     snapshots: Snapshots | None = None,
+    engine: Engine | None = None,
 ) -> Context:
     backup = loaded.config.backup
     if backup is None or not backup.enabled:
@@ -143,4 +147,6 @@ def context(
     write_private(
         state.rclone_config, crypt.config_text(driver, backup.remotes, secret_options, password, salt).encode()
     )
-    return Context(loaded, datasets, state, driver, snapshots or Snapshots(), remotes, clock, notes)
+    return Context(
+        loaded, datasets, state, driver, snapshots or Snapshots(), remotes, clock, notes, (password, salt), engine
+    )

@@ -70,6 +70,7 @@ class Run(Record):
     transferred_bytes: int = 0
     error: str | None = None
     pid: int | None = None  # the process making it, while it runs
+    bundle: str | None = None  # the recovery bundle on the remotes (homelab.backup.bundle), once written
 
 
 class LastGood(Part):

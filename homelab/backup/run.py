@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 
-from homelab.backup import listing, lock, names, retention, tree
+from homelab.backup import bundle, listing, lock, names, retention, tree
 from homelab.backup.check import CheckAsWritten, Part, absorb_part
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.prune import prune
@@ -25,7 +25,7 @@ from homelab.backup.records import DatasetRun, Run, Running
 from homelab.backup.repair import damaged as repair_of
 from homelab.backup.repair import deep_check
 from homelab.plan import Dataset
-from homelab.runtime.rclone import CheckResult, ProgressFn, Result
+from homelab.runtime.rclone import CheckResult, ProgressFn, RcloneError, Result
 
 PARTIAL_GLOB = "*.????????.partial"
 Reporter = Callable[[str], ProgressFn | None]
@@ -93,6 +93,8 @@ def run_backup(
                 _settle_previous(ctx, record.id)
                 for d in datasets:
                     failures += _dataset(ctx, record, d, options)
+                if not failures:  # last: the newest bundle always belongs to a complete run
+                    failures += _bundle(ctx, record, say)
         except Exception as exc:
             failures.append(str(exc))
             raise
@@ -104,6 +106,16 @@ def run_backup(
     if failures:
         raise BackupError("backup failed: " + "; ".join(failures))
     return RunReport(record, failures)
+
+
+def _bundle(ctx: Context, record: Run, say: Say) -> list[str]:
+    try:
+        data = bundle.build(ctx, record.id, ctx.engine, ctx.crypt_secrets)
+        record.bundle = bundle.upload(ctx, record.id, data)
+    except (BackupError, RcloneError, OSError) as exc:
+        return [f"recovery bundle: {exc}"]
+    say(f"bundle  {record.bundle}: {len(data) >> 10} KiB (config, secrets, certificates, dumps)")
+    return []
 
 
 def _finish(ctx: Context, record: Run, failures: list[str]) -> None:

@@ -13,6 +13,7 @@ from homelab.cli.options import DEFAULT_CONFIG, ConfigOption, JsonOption
 
 if TYPE_CHECKING:
     from homelab.backup import Context
+    from homelab.runtime.docker import Docker
 
 backup_app = typer.Typer(
     cls=HandledGroup, help="Encrypted backups of the app datasets (ZFS snapshot -> rclone crypt).", no_args_is_help=True
@@ -30,14 +31,28 @@ StateOption = Annotated[
 ]
 
 
-def _ctx(config: Path, state_dir: Path | None, remote: str | None = None) -> Context:
+def _ctx(config: Path, state_dir: Path | None, remote: str | None = None, *, engine: bool = False) -> Context:
     from homelab.backup import context
     from homelab.config.loader import load
 
-    ctx = context(load(config), state_dir=state_dir, remote=remote)
+    ctx = context(load(config), state_dir=state_dir, remote=remote, engine=_engine() if engine else None)
     for note in ctx.notes:
         typer.echo(f"note: {note}", err=True)
     return ctx
+
+
+def _engine() -> Docker | None:
+    """The engine the recovery bundle's dumps and image IDs come from; without one the bundle has neither."""
+    from homelab.errors import HomelabError
+    from homelab.runtime.docker import Docker
+
+    docker = Docker()
+    try:
+        docker.check()
+    except HomelabError as exc:
+        typer.echo(f"note: no database dumps in the recovery bundle: {exc}", err=True)
+        return None
+    return docker
 
 
 def _say(text: str) -> None:
@@ -57,7 +72,7 @@ def run_cmd(
     """Snapshot -> encrypted sync -> cryptcheck -> JSON record. Non-zero exit naming the cause on failure."""
     from homelab.backup import Progress, run_backup
 
-    report = run_backup(_ctx(config, state_dir, remote), dataset, progress=Progress, say=_say, deep=deep)
+    report = run_backup(_ctx(config, state_dir, remote, engine=True), dataset, progress=Progress, say=_say, deep=deep)
     r = report.record
     typer.echo(f"backup {r.id}: success, {r.files} files, {r.bytes} bytes, {r.duration} s")
 
