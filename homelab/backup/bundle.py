@@ -29,10 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from homelab import __version__
 from homelab.backup.context import BackupError, Context
 from homelab.backup.records import Record
+from homelab.backup.sentinel import Sentinel
 from homelab.certs.store import store_path
 from homelab.config.loader import secret_refs
 from homelab.errors import CommandFailed
-from homelab.layout import COMPOSE_FILE, SECRETS_DIR, STACKS_DIR, project_name
+from homelab.layout import SECRETS_DIR, STACKS_DIR, project_name
 from homelab.plan import Plan, build_plan
 from homelab.runtime.docker import Engine
 from homelab.upgrade import stack_dumps
@@ -90,6 +91,7 @@ class Manifest(Record):
     images: dict[str, str] = Field(default_factory=dict)  # stack/service -> image reference
     image_ids: dict[str, str] = Field(default_factory=dict)  # image reference -> local image ID
     dumps: list[DumpInfo] = Field(default_factory=list)
+    sentinels: list[Sentinel] = Field(default_factory=list)  # written before this run's snapshots
     notes: list[str] = Field(default_factory=list)
 
 
@@ -195,7 +197,9 @@ def _dumps(ctx: Context, plan: Plan, builder: _Builder, engine: Engine | None, s
             )
 
 
-def build(ctx: Context, run_id: str, engine: Engine | None, secrets: tuple[str, str]) -> bytes:
+def build(
+    ctx: Context, run_id: str, engine: Engine | None, secrets: tuple[str, str], sentinels: list[Sentinel] | None = None
+) -> bytes:
     """The bundle of this run, as tar bytes (small: configuration, certificates and dumps)."""
     loaded = ctx.loaded
     plan = build_plan(loaded)
@@ -205,6 +209,7 @@ def build(ctx: Context, run_id: str, engine: Engine | None, secrets: tuple[str, 
         homelab_version=__version__,
         hostname=loaded.config.server.hostname,
         config_name=loaded.path.name,
+        sentinels=sentinels or [],
     )
     builder = _Builder(manifest, [s.encode() for s in secrets])
     backup = ctx.backup
@@ -221,7 +226,13 @@ def build(ctx: Context, run_id: str, engine: Engine | None, secrets: tuple[str, 
     backed_up = {d.key for d in ctx.datasets}
     manifest.datasets = [
         DatasetInfo(
-            key=d.key, name=d.name, path=d.path, properties=dict(d.properties), uid=d.uid, gid=d.gid, backed_up=d.key in backed_up
+            key=d.key,
+            name=d.name,
+            path=d.path,
+            properties=dict(d.properties),
+            uid=d.uid,
+            gid=d.gid,
+            backed_up=d.key in backed_up,
         )
         for d in plan.datasets
     ]

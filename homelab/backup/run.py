@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 
-from homelab.backup import bundle, listing, lock, names, retention, tree
+from homelab.backup import bundle, listing, lock, names, retention, sentinel, tree
 from homelab.backup.check import CheckAsWritten, Part, absorb_part
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.prune import prune
@@ -91,10 +91,11 @@ def run_backup(
         try:
             with lock.holding(ctx.state.root, [d.name for d in datasets], record.id):
                 _settle_previous(ctx, record.id)
+                written = sentinel.write_all(datasets, record.id) if ctx.backup.sentinels else []
                 for d in datasets:
                     failures += _dataset(ctx, record, d, options)
                 if not failures:  # last: the newest bundle always belongs to a complete run
-                    failures += _bundle(ctx, record, say)
+                    failures += _bundle(ctx, record, written, say)
         except Exception as exc:
             failures.append(str(exc))
             raise
@@ -108,9 +109,9 @@ def run_backup(
     return RunReport(record, failures)
 
 
-def _bundle(ctx: Context, record: Run, say: Say) -> list[str]:
+def _bundle(ctx: Context, record: Run, written: list[sentinel.Sentinel], say: Say) -> list[str]:
     try:
-        data = bundle.build(ctx, record.id, ctx.engine, ctx.crypt_secrets)
+        data = bundle.build(ctx, record.id, ctx.engine, ctx.crypt_secrets, written)
         record.bundle = bundle.upload(ctx, record.id, data)
     except (BackupError, RcloneError, OSError) as exc:
         return [f"recovery bundle: {exc}"]

@@ -344,6 +344,12 @@ class Backup(Model):
         description="Seconds a transfer may make no progress (a remote lost mid-run) before the run stops "
         "with an error and releases its lock.",
     )
+    sentinels: bool = Field(
+        True,
+        description="Before each run, write a small fact per app where it keeps its data (a file in Nextcloud's "
+        "data, a Jenkins job, a Plex preference, a file in RStudio's home); `homelab recover` reads them back "
+        "(docs/recovery.md).",
+    )
     state_dir: AbsolutePath | None = Field(
         None,
         description="Run records, file listings and the rclone config (0600); collectd reads "
