@@ -35,7 +35,7 @@ from homelab.backup.restore import chosen_listing, restore
 from homelab.backup.state import State, read_record, write_private
 from homelab.backup.zfs import Snapshots
 from homelab.config.loader import LoadedConfig, load
-from homelab.errors import HomelabError
+from homelab.errors import ExitCode, HomelabError
 from homelab.host import prepare_host
 from homelab.plan import Dataset, Plan, build_plan
 from homelab.runtime.docker import Engine
@@ -51,6 +51,12 @@ StartStacks = Callable[[LoadedConfig, Engine, Say], list[str]]
 
 class RecoverError(BackupError):
     """Recovery stopped; the message says why, what was written and what was not."""
+
+
+class TargetNotEmpty(RecoverError):
+    """The machine already holds a homelab config or datasets with data (and no --replace)."""
+
+    exit_code = ExitCode.REFUSED
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ def _pick(driver: RcloneDriver, target: Target, resume: Journal | None) -> str:
     """The bundle to recover from: the journal's when continuing, else the newest (at or before --at)."""
     root = crypt.crypt_name(REMOTE) + ":"
     try:
-        names = sorted(n for n in driver.list_files(root + bundle.FOLDER) if n.endswith(bundle.SUFFIX))
+        names = [n for n in driver.list_files(root + bundle.FOLDER) if n.endswith(bundle.SUFFIX)]
         if not names and not driver.list_dirs(root):
             held = driver.list_dirs(target.remote) + driver.list_files(target.remote)
     except RcloneError as exc:
@@ -133,7 +139,7 @@ def _pick(driver: RcloneDriver, target: Target, resume: Journal | None) -> str:
                 f"wrong crypt password or salt: none of the {len(held)} entries on {target.remote} decrypts"
             )
         raise RecoverError(f"no backup on {target.remote}: it is empty")
-    runs = [bundle.run_of(n) for n in names]
+    runs = sorted(bundle.run_of(n) for n in names)  # by run id: `<stamp>-1.tar` sorts before `<stamp>.tar`
     if resume is not None:
         if resume.bundle not in runs:
             raise RecoverError(f"the bundle {resume.bundle} this recovery started from is gone from the remote")
@@ -353,9 +359,12 @@ def recover(
     t = time.monotonic()
     original = found.member(f"config/{found.manifest.config_name}")
     config = rewrite_config(original, target)
-    problems = _refusals(target, found, original, config, resume) + _check_dumps(found)
-    if problems:
-        raise RecoverError("refusing to recover: " + "; ".join(problems) + _nothing(target))
+    refused = _refusals(target, found, original, config, resume)
+    if refused:
+        raise TargetNotEmpty("refusing to recover: " + "; ".join(refused) + _nothing(target, "; pass --replace"))
+    broken = _check_dumps(found)
+    if broken:
+        raise RecoverError(f"bundle {run}: " + "; ".join(broken) + _nothing(target, "; use --at for an older bundle"))
     journal = resume or Journal(bundle=run)
     steps.done("target", t, "empty" if resume is None else f"continuing ({len(journal.restored)} datasets done)")
 
@@ -413,9 +422,8 @@ def datasets_of(found: bundle.Bundle) -> list[str]:
     return [d.key for d in found.manifest.datasets if d.backed_up]
 
 
-def _nothing(target: Target) -> str:
-    own = target.config_dir / STATE_DIR
-    return f" (nothing written but the recovery's own folder {own}; pass --replace to recover over it)"
+def _nothing(target: Target, hint: str) -> str:
+    return f" (nothing written but the recovery's own folder {target.config_dir / STATE_DIR}{hint})"
 
 
 def _stopped(exc: Exception, journal: Journal, keys: list[str]) -> str:

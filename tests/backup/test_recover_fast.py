@@ -1,0 +1,105 @@
+"""`homelab recover` with the fakes: the remote a FakeRclone folder, plain folders for datasets, Docker recorded.
+The real programs (zfs-fuse, rclone crypt, `rclone serve sftp`) are in test_recover_real.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from homelab.backup import run_backup
+from homelab.backup.recover import RecoverError, Target, TargetNotEmpty, recover, rewrite_config
+from homelab.errors import ExitCode
+from homelab.layout import project_name
+from tests.backup.conftest import KEY, fill, tree
+from tests.backup.fast import FastLab, make_fast_lab
+from tests.fakes.docker import FakeDocker, container
+
+DUMP = b"-- PostgreSQL database dump\nCREATE TABLE t ();\n-- PostgreSQL database dump complete\n"
+
+
+def _lab(tmp_path: Path, **kwargs: object) -> FastLab:
+    lab = make_fast_lab(tmp_path, backup={"sentinels": True}, **kwargs)  # type: ignore[arg-type]
+    fill(lab.data, small=5, large=0, sparse=1 << 12)
+    return lab
+
+
+def _recover(lab: FastLab, tmp_path: Path, name: str = "new", **kwargs: object):  # type: ignore[no-untyped-def]
+    (lab.rclone.root / "recover").unlink(missing_ok=True)
+    (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")  # hl-recover-crypt: is that folder
+    target = Target(
+        remote="unused",
+        password="p",
+        salt="s",
+        config_dir=tmp_path / f"{name}-cfg",
+        mountpoint=str(tmp_path / f"{name}-srv"),
+        folders=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return target, recover(target, driver=lab.rclone, say=print, clock=lab.clock)
+
+
+def test_recovered_onto_folders_with_the_sentinel_and_the_time_it_took(tmp_path: Path) -> None:
+    lab = _lab(tmp_path)
+    ctx = lab.ctx()
+    record = run_backup(ctx).record
+    assert (lab.data / "homelab-sentinel.txt").read_text() == record.id + "\n"
+    target, result = _recover(lab, tmp_path)
+    assert tree(tmp_path / "new-srv" / "rstudio" / "home") == tree(lab.data)
+    assert result.sentinels == [f"rstudio: homelab-sentinel.txt = {record.id}"]
+    assert [s[0] for s in result.steps] == [
+        "bundle",
+        "target",
+        "config",
+        "remote",
+        "datasets",
+        f"restore {KEY}",
+        "certificates",
+        "sentinels",
+    ]
+    assert result.rto >= sum(s[1] for s in result.steps) * 0.99
+    assert result.rpo == 0  # the fake clock does not move: the data is as old as the backup
+    written = yaml.safe_load((target.config_dir / "homelab.yaml").read_text())
+    assert written["storage"]["mountpoint"] == str(tmp_path / "new-srv")
+
+    # a dataset altered after the recovery makes its sentinel read wrong on the next one
+    (lab.data / "homelab-sentinel.txt").write_text("changed\n")
+    with pytest.raises(TargetNotEmpty, match=r"dataset rstudio/home \(.*new-srv/rstudio/home\) is not empty") as refused:
+        _recover(lab, tmp_path, "new")  # the same target again
+    assert refused.value.exit_code == ExitCode.REFUSED
+    assert "this machine already has a homelab config" in str(refused.value)
+    _, again = _recover(lab, tmp_path, "new", replace=True)
+    assert again.sentinels == result.sentinels
+
+
+def test_a_dump_that_would_not_load_stops_before_anything_is_written(tmp_path: Path) -> None:
+    lab = _lab(tmp_path, apps=frozenset({"rstudio", "nextcloud"}))
+    docker = FakeDocker(container(project_name("cloud"), "db"))
+    docker.exec_output["db"] = DUMP[:40]  # cut short: no trailer
+    run_backup(lab.ctx(engine=docker))
+    with pytest.raises(RecoverError, match=r"the dump of cloud/db is not a complete pg_dump \(it would not load\)"):
+        _recover(lab, tmp_path)
+    assert not (tmp_path / "new-cfg" / "homelab.yaml").exists() and not (tmp_path / "new-srv").exists()
+
+    docker.exec_output["db"] = DUMP
+    run_backup(lab.ctx(engine=docker))
+    _, result = _recover(lab, tmp_path, "second")
+    assert result.sentinels
+
+
+def test_the_config_rewritten_for_another_pool_mountpoint_and_domain() -> None:
+    original = yaml.safe_dump(
+        {
+            "storage": {"pool": "tank", "root": "tank/homelab", "mountpoint": "/tank/homelab"},
+            "domain": {"name": "example.com", "acme": {"email": "a@example.com"}},
+            "backup": {"state_dir": "/tank/homelab/.state"},
+        }
+    ).encode()
+    target = Target("r", "p", "s", Path("/x"), pool="vault", mountpoint="/srv/lab", domain="example.org")
+    data = yaml.safe_load(rewrite_config(original, target))
+    assert data["storage"] == {"pool": "vault", "root": "vault/homelab", "mountpoint": "/srv/lab"}
+    assert data["backup"]["state_dir"] == "/srv/lab/.state"
+    assert data["domain"]["name"] == "example.org" and data["domain"]["acme"]["staging"] is True
+    unchanged = b"# comments kept\nstorage: {pool: tank}\n"
+    assert rewrite_config(unchanged, Target("r", "p", "s", Path("/x"))) == unchanged
