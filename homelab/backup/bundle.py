@@ -27,22 +27,21 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from homelab import __version__
+from homelab.backup import databases
 from homelab.backup.context import BackupError, Context
 from homelab.backup.records import Record
 from homelab.backup.sentinel import Sentinel
 from homelab.certs.store import store_path
 from homelab.config.loader import secret_refs
 from homelab.errors import CommandFailed
-from homelab.layout import SECRETS_DIR, STACKS_DIR, project_name
+from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import Plan, build_plan
 from homelab.runtime.docker import Engine
-from homelab.upgrade import stack_dumps
 
 FOLDER = "bundles"
 SUFFIX = ".tar"
 MANIFEST = "manifest.json"
 OVERRIDE_FILE = "compose.override.yaml"
-DUMP_TIMEOUT = 3600
 Kind = Literal["config", "named", "override", "secret", "certificates", "dump"]
 
 
@@ -74,9 +73,7 @@ class DumpInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     stack: str
     service: str
-    user: str
-    database: str
-    dataset_path: str  # the PGDATA dataset's folder when the dump was taken
+    dataset: str  # <app>/<role> of its PGDATA
     member: str
 
 
@@ -164,37 +161,27 @@ def _certificates(plan: Plan, builder: _Builder) -> None:
 
 def _dumps(ctx: Context, plan: Plan, builder: _Builder, engine: Engine | None, scratch: Path) -> None:
     """A pg_dump of every running Postgres server; a stopped one's files are consistent in the snapshot."""
-    for stack in plan.stacks.values():
-        dumps = stack_dumps(stack)
-        if not dumps:
+    by_path = {d.path: d.key for d in plan.datasets}
+    for server in databases.servers(plan, ctx.loaded.base_dir):
+        name = f"{server.stack}/{server.dump.service}"
+        if engine is None or not databases.running(engine, server):
+            builder.manifest.notes.append(f"{name}: not running, no dump")
             continue
-        running = set()
-        if engine is not None:
-            running = {c.service for c in engine.containers([project_name(stack.name)]) if c.running}
-        for dump in dumps:
-            if dump.service not in running:
-                builder.manifest.notes.append(f"{stack.name}/{dump.service}: not running, no dump")
-                continue
-            assert engine is not None
-            dest = scratch / f"{stack.name}-{dump.service}.sql"
-            argv = ["pg_dump", "--username", dump.user, "--dbname", dump.database, "--no-password"]
-            directory = ctx.loaded.base_dir / STACKS_DIR / stack.name
-            try:
-                engine.exec_to_file(project_name(stack.name), directory, dump.service, argv, dest, timeout=DUMP_TIMEOUT)
-            except (CommandFailed, OSError, TimeoutError) as exc:
-                raise BackupError(f"bundle: pg_dump of {stack.name}/{dump.service} failed: {exc}") from None
-            member = f"dumps/{stack.name}-{dump.service}.sql"
-            builder.add_file("dump", member, "", dest)
-            builder.manifest.dumps.append(
-                DumpInfo(
-                    stack=stack.name,
-                    service=dump.service,
-                    user=dump.user,
-                    database=dump.database,
-                    dataset_path=dump.folder,
-                    member=member,
-                )
+        dest = scratch / f"{server.stack}-{server.dump.service}.sql"
+        try:
+            databases.dump_to(engine, server, dest)
+        except (CommandFailed, OSError, TimeoutError) as exc:
+            raise BackupError(f"bundle: pg_dump of {name} failed: {exc}") from None
+        member = f"dumps/{server.stack}-{server.dump.service}.sql"
+        builder.add_file("dump", member, "", dest)
+        builder.manifest.dumps.append(
+            DumpInfo(
+                stack=server.stack,
+                service=server.dump.service,
+                dataset=by_path.get(server.dump.folder, ""),
+                member=member,
             )
+        )
 
 
 def build(

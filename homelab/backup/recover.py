@@ -6,7 +6,7 @@ data, unless `replace`); check that every object the datasets' listings name is 
 every database dump is whole; only then write the config folder (homelab.yaml rewritten for another
 pool, mountpoint or domain), create the datasets (`storage apply`, or plain folders), restore every
 dataset, put the edge's certificates back, bring the stacks up in dependency order through the health
-gate (homelab.backup.recover_up) and read each app's sentinel back (homelab.backup.sentinel). At the end:
+gate (start_stacks) and read each app's sentinel back (homelab.backup.sentinel). At the end:
 the time it took (RTO) and the age of the data recovered (RPO).
 
 Everything it writes is listed in the journal (`<config folder>/.homelab-recover/journal.json`): a
@@ -19,66 +19,45 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
-import yaml
-from pydantic import Field
-
-from homelab.backup import bundle, crypt, listing, sentinel
+from homelab.backup import bundle, databases, listing, sentinel
 from homelab.backup.context import BackupError, Context, Say, quiet, utcnow
-from homelab.backup.records import Record
+from homelab.backup.recovery import (
+    REMOTE,
+    STATE_DIR,
+    Journal,
+    RecoverError,
+    Target,
+    TargetNotEmpty,
+    check_dumps,
+    fetch,
+    pick,
+    rclone_for,
+    read_journal,
+    refusals,
+    rewrite_config,
+    save_journal,
+)
 from homelab.backup.restore import chosen_listing, restore
-from homelab.backup.state import State, read_record, write_private
+from homelab.backup.state import State, write_private
 from homelab.backup.zfs import Snapshots
 from homelab.config.loader import LoadedConfig, load
-from homelab.errors import ExitCode, HomelabError
+from homelab.errors import CommandFailed, HomelabError
 from homelab.host import prepare_host
 from homelab.plan import Dataset, Plan, build_plan
 from homelab.runtime.docker import Engine
-from homelab.runtime.rclone import Rclone, RcloneDriver, RcloneError
+from homelab.runtime.rclone import RcloneDriver
 from homelab.storage import apply_storage
 
-REMOTE = "recover"  # the crypt remote's name in the recovery's own rclone config
-STATE_DIR = ".homelab-recover"
-DUMP_HEAD = b"-- PostgreSQL database dump"
-DUMP_TAIL = b"-- PostgreSQL database dump complete"
 StartStacks = Callable[[LoadedConfig, Engine, Say], list[str]]
 
-
-class RecoverError(BackupError):
-    """Recovery stopped; the message says why, what was written and what was not."""
-
-
-class TargetNotEmpty(RecoverError):
-    """The machine already holds a homelab config or datasets with data (and no --replace)."""
-
-    exit_code = ExitCode.REFUSED
-
-
-@dataclass(frozen=True)
-class Target:
-    remote: str  # any rclone path holding the backups (`/srv/backup`, `:sftp,host=...:path`)
-    password: str
-    salt: str
-    config_dir: Path
-    at: datetime | None = None
-    pool: str | None = None
-    mountpoint: str | None = None
-    domain: str | None = None
-    replace: bool = False
-    folders: bool = False  # plain folders instead of ZFS datasets
-    stall_timeout: float = 300
-
-
-class Journal(Record):
-    bundle: str  # the bundle's run
-    written: list[str] = Field(default_factory=list)
-    restored: list[str] = Field(default_factory=list)  # dataset keys restored completely
-    finished: bool = False
+__all__ = ["RecoverError", "Recovered", "Target", "TargetNotEmpty", "recover", "rewrite_config", "start_stacks"]
 
 
 @dataclass
@@ -102,133 +81,6 @@ class _Steps:
         self.say(f"{name:<24} {seconds:7.1f}s  {detail}")
 
 
-def _driver(target: Target, state: State) -> RcloneDriver:
-    driver = Rclone(state.rclone_config, state.logs, stall_timeout=target.stall_timeout)
-    text = crypt.recovery_text(driver, REMOTE, target.remote, target.password, target.salt)
-    write_private(state.rclone_config, text.encode())
-    return driver
-
-
-def _journal_path(state: State) -> Path:
-    return state.root / "journal.json"
-
-
-def _journal(state: State) -> Journal | None:
-    path = _journal_path(state)
-    return read_record(path, Journal) if path.is_file() else None
-
-
-def _save(state: State, journal: Journal) -> None:
-    write_private(_journal_path(state), journal.model_dump_json(indent=1).encode())
-
-
-def _pick(driver: RcloneDriver, target: Target, resume: Journal | None) -> str:
-    """The bundle to recover from: the journal's when continuing, else the newest (at or before --at)."""
-    root = crypt.crypt_name(REMOTE) + ":"
-    try:
-        names = [n for n in driver.list_files(root + bundle.FOLDER) if n.endswith(bundle.SUFFIX)]
-        if not names and not driver.list_dirs(root):
-            held = driver.list_dirs(target.remote) + driver.list_files(target.remote)
-    except RcloneError as exc:
-        raise RecoverError(f"the remote {target.remote} cannot be read: {exc}") from None
-    if not names:
-        if driver.list_dirs(root):
-            raise RecoverError(f"no recovery bundle on {target.remote}: only dataset backups (made before bundles)")
-        if held:
-            raise RecoverError(
-                f"wrong crypt password or salt: none of the {len(held)} entries on {target.remote} decrypts"
-            )
-        raise RecoverError(f"no backup on {target.remote}: it is empty")
-    runs = sorted(bundle.run_of(n) for n in names)  # by run id: `<stamp>-1.tar` sorts before `<stamp>.tar`
-    if resume is not None:
-        if resume.bundle not in runs:
-            raise RecoverError(f"the bundle {resume.bundle} this recovery started from is gone from the remote")
-        return resume.bundle
-    if target.at is not None:
-        limit = target.at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-        runs = [r for r in runs if r.split("-")[0] <= limit]
-        if not runs:
-            raise RecoverError(f"no recovery bundle at or before {target.at.isoformat()} on {target.remote}")
-    return runs[-1]
-
-
-def _fetch(driver: RcloneDriver, state: State, run: str) -> bundle.Bundle:
-    name = f"{bundle.FOLDER}/{run}{bundle.SUFFIX}"
-    local = state.scratch / f"{run}{bundle.SUFFIX}"
-    try:
-        driver.copyto(f"{crypt.crypt_name(REMOTE)}:{name}", str(local))
-        data = local.read_bytes()
-    except (RcloneError, OSError) as exc:
-        raise RecoverError(f"bundle {name} could not be read (truncated or damaged?): {exc}") from None
-    finally:
-        local.unlink(missing_ok=True)
-    return bundle.read(data, name)
-
-
-# --- the config, rewritten for the new machine ------------------------------------------------------
-
-
-def rewrite_config(original: bytes, target: Target) -> bytes:
-    """homelab.yaml for the target: another pool, mountpoint or domain (the file as it was otherwise)."""
-    if not (target.pool or target.mountpoint or target.domain):
-        return original
-    data = yaml.safe_load(original)
-    storage = data.setdefault("storage", {})
-    if target.pool:
-        old_pool = storage.get("pool", "tank")
-        storage["root"] = target.pool + str(storage.get("root", f"{old_pool}/homelab"))[len(old_pool) :]
-        storage["pool"] = target.pool
-    if target.mountpoint:
-        old = str(storage.get("mountpoint", "/tank/homelab"))
-        storage["mountpoint"] = target.mountpoint
-        backup = data.get("backup") or {}
-        if str(backup.get("state_dir", "")).startswith(old + "/"):
-            backup["state_dir"] = target.mountpoint + backup["state_dir"][len(old) :]
-    if target.domain:
-        data.setdefault("domain", {})["name"] = target.domain
-        data["domain"].setdefault("acme", {})["staging"] = True  # new names: staging first
-    return yaml.safe_dump(data, sort_keys=False).encode()
-
-
-def _mountpoint(config: bytes) -> str:
-    return str(((yaml.safe_load(config) or {}).get("storage") or {}).get("mountpoint", "/tank/homelab"))
-
-
-def _dataset_paths(original: bytes, config: bytes, manifest: bundle.Manifest) -> dict[str, str]:
-    """key -> its folder on the target: the bundle's path moved from the old storage.mountpoint to the new."""
-    old, new = _mountpoint(original), _mountpoint(config)
-    return {d.key: new + d.path[len(old) :] if d.path.startswith(old) else d.path for d in manifest.datasets}
-
-
-def _occupied(folder: Path) -> bool:
-    return folder.is_dir() and any(p.name != ".zfs" for p in folder.iterdir())
-
-
-def _refusals(
-    target: Target, found: bundle.Bundle, original: bytes, config: bytes, resume: Journal | None
-) -> list[str]:
-    if target.replace or resume is not None:
-        return []
-    problems = []
-    existing = target.config_dir / found.manifest.config_name
-    if existing.exists():
-        problems.append(f"{existing} exists: this machine already has a homelab config")
-    for key, path in sorted(_dataset_paths(original, config, found.manifest).items()):
-        if _occupied(Path(path)):
-            problems.append(f"dataset {key} ({path}) is not empty")
-    return problems
-
-
-def _check_dumps(found: bundle.Bundle) -> list[str]:
-    """A dump that would not load: cut short or not pg_dump's (pg_dump ends every dump with its trailer)."""
-    problems = []
-    for dump in found.manifest.dumps:
-        data = found.member(dump.member)
-        if not data.startswith(DUMP_HEAD) or DUMP_TAIL not in data[-4096:]:
-            problems.append(f"the dump of {dump.stack}/{dump.service} is not a complete pg_dump (it would not load)")
-    return problems
-
-
 def _write_config(target: Target, found: bundle.Bundle, config: bytes, journal: Journal, state: State) -> None:
     base = target.config_dir
     for m in found.manifest.members:
@@ -240,7 +92,7 @@ def _write_config(target: Target, found: bundle.Bundle, config: bytes, journal: 
         write_private(dest, data, m.mode if m.kind != "secret" else 0o600)
         if str(dest) not in journal.written:
             journal.written.append(str(dest))
-    _save(state, journal)
+    save_journal(state, journal)
 
 
 # --- datasets -----------------------------------------------------------------------------------
@@ -332,6 +184,18 @@ def start_stacks(loaded: LoadedConfig, engine: Engine, say: Say, timeout: float 
 # --- the whole recovery ---------------------------------------------------------------------------
 
 
+@dataclass
+class _Run:
+    """One recovery under way: what each phase hands the next."""
+
+    target: Target
+    state: State
+    found: bundle.Bundle
+    journal: Journal
+    resume: bool
+    steps: _Steps
+
+
 def recover(
     target: Target,
     *,
@@ -344,78 +208,145 @@ def recover(
     """Recover onto this machine. RecoverError (nothing started, what was written listed) when it cannot."""
     state = State(target.config_dir / STATE_DIR)
     state.ensure()
-    resume = _journal(state)
+    resume = read_journal(state)
     if resume is not None and resume.finished:
         resume = None
-    rclone = driver or _driver(target, state)
+    rclone = driver or rclone_for(target, state)
     result = Recovered(run="")
     steps = _Steps(result, say)
     t = time.monotonic()
-    run = _pick(rclone, target, resume)
-    found = _fetch(rclone, state, run)
-    result.run = run
-    steps.done("bundle", t, f"{run} ({len(found.manifest.members)} files, homelab {found.manifest.homelab_version})")
-
+    result.run = pick(rclone, target, resume)
+    found = fetch(rclone, state, result.run)
+    steps.done(
+        "bundle", t, f"{result.run} ({len(found.manifest.members)} files, homelab {found.manifest.homelab_version})"
+    )
     t = time.monotonic()
-    original = found.member(f"config/{found.manifest.config_name}")
-    config = rewrite_config(original, target)
-    refused = _refusals(target, found, original, config, resume)
-    if refused:
-        raise TargetNotEmpty("refusing to recover: " + "; ".join(refused) + _nothing(target, "; pass --replace"))
-    broken = _check_dumps(found)
-    if broken:
-        raise RecoverError(f"bundle {run}: " + "; ".join(broken) + _nothing(target, "; use --at for an older bundle"))
-    journal = resume or Journal(bundle=run)
-    steps.done("target", t, "empty" if resume is None else f"continuing ({len(journal.restored)} datasets done)")
-
-    t = time.monotonic()
+    config = _admit(target, found, resume)
+    work = _Run(target, state, found, resume or Journal(bundle=result.run), resume is not None, steps)
+    steps.done("target", t, "empty" if resume is None else f"continuing ({len(work.journal.restored)} datasets done)")
     try:
-        _write_config(target, found, config, journal, state)
-        loaded = load(target.config_dir / found.manifest.config_name)
-        plan = build_plan(loaded)
-        keys = {d.key for d in found.manifest.datasets if d.backed_up}
-        datasets = [d for d in plan.datasets if d.key in keys]
-        ctx = Context(loaded, datasets, state, rclone, Snapshots(), [REMOTE], clock)
-        steps.done("config", t, f"{len(journal.written)} files into {target.config_dir}")
-        at = found.manifest.created
-        t = time.monotonic()
-        lost = _missing_objects(ctx, [d for d in datasets if d.key not in journal.restored], at)
-        if lost:
-            raise RecoverError("; ".join(lost))
-        steps.done("remote", t, f"every object of {len(datasets)} datasets is there")
-        t = time.monotonic()
-        _storage(plan, target)
-        steps.done("datasets", t, f"{len(plan.datasets)} {'folders' if target.folders else 'ZFS datasets'}")
-        for d in datasets:
-            if d.key in journal.restored:
-                continue
-            t = time.monotonic()
-            if target.replace or resume is not None:
-                _clear(Path(d.path))
-            files = _restore_into(ctx, d, at, run)
-            journal.restored.append(d.key)
-            _save(state, journal)
-            steps.done(f"restore {d.key}", t, f"{files} files")
-        t = time.monotonic()
-        steps.done("certificates", t, _certificates(found, plan, journal) if not target.domain else "new domain")
+        loaded, plan = _restore_all(work, config, rclone, clock)
     except HomelabError as exc:
-        _save(state, journal)
-        raise RecoverError(_stopped(exc, journal, datasets_of(found))) from None
+        save_journal(state, work.journal)
+        raise RecoverError(_stopped(exc, work.journal, datasets_of(found))) from None
+    servers = databases.servers(plan, loaded.base_dir)
     if engine is not None:
         t = time.monotonic()
         result.started = start(loaded, engine, say)
         steps.done("stacks", t, f"{', '.join(result.started)} healthy")
+        _load_dumps(work, engine, servers)
     t = time.monotonic()
-    result.sentinels, wrong = sentinel.check_all(found.manifest.sentinels, plan)
+    result.sentinels, wrong = sentinel.check_all(found.manifest.sentinels, plan, engine, servers)
     if wrong:
         raise RecoverError("recovered, but the apps' data is not what was backed up: " + "; ".join(wrong))
     steps.done("sentinels", t, f"{len(result.sentinels)} read back" if result.sentinels else "none in the bundle")
-    journal.finished = True
-    _save(state, journal)
-    result.written = journal.written
+    work.journal.finished = True
+    save_journal(state, work.journal)
+    result.written = work.journal.written
     result.rto = time.monotonic() - steps.began
     result.rpo = (clock() - found.manifest.created).total_seconds()
     return result
+
+
+def _admit(target: Target, found: bundle.Bundle, resume: Journal | None) -> bytes:
+    """The config for the target, once nothing stands in the way; else RecoverError, nothing written."""
+    original = found.member(f"config/{found.manifest.config_name}")
+    config = rewrite_config(original, target)
+    refused = refusals(target, found, original, config, resume)
+    if refused:
+        raise TargetNotEmpty("refusing to recover: " + "; ".join(refused) + _nothing(target, "; pass --replace"))
+    broken = check_dumps(found)
+    if broken:
+        run = found.manifest.run
+        raise RecoverError(f"bundle {run}: " + "; ".join(broken) + _nothing(target, "; use --at for an older bundle"))
+    return config
+
+
+def _restore_all(
+    work: _Run, config: bytes, rclone: RcloneDriver, clock: Callable[[], datetime]
+) -> tuple[LoadedConfig, Plan]:
+    target, found, journal, steps = work.target, work.found, work.journal, work.steps
+    t = time.monotonic()
+    _write_config(target, found, config, journal, work.state)
+    loaded = load(target.config_dir / found.manifest.config_name)
+    plan = build_plan(loaded)
+    keys = set(datasets_of(found))
+    datasets = [d for d in plan.datasets if d.key in keys]
+    ctx = Context(loaded, datasets, work.state, rclone, Snapshots(), [REMOTE], clock)
+    steps.done("config", t, f"{len(journal.written)} files into {target.config_dir}")
+    at = found.manifest.created
+    t = time.monotonic()
+    lost = _missing_objects(ctx, [d for d in datasets if d.key not in journal.restored], at)
+    if lost:
+        raise RecoverError("; ".join(lost))
+    steps.done("remote", t, f"every object of {len(datasets)} datasets is there")
+    t = time.monotonic()
+    _storage(plan, target)
+    steps.done("datasets", t, f"{len(plan.datasets)} {'folders' if target.folders else 'ZFS datasets'}")
+    for d in datasets:
+        if d.key in journal.restored:
+            continue
+        t = time.monotonic()
+        if target.replace or work.resume:
+            _clear(Path(d.path))
+        files = _restore_into(ctx, d, at, found.manifest.run)
+        journal.restored.append(d.key)
+        save_journal(work.state, journal)
+        steps.done(f"restore {d.key}", t, f"{files} files")
+    t = time.monotonic()
+    steps.done("certificates", t, _certificates(found, plan, journal) if not target.domain else "new domain")
+    t = time.monotonic()
+    steps.done("databases", t, _fresh_for_dumps(work, plan))
+    return loaded, plan
+
+
+def _dump_needed(found: bundle.Bundle, plan: Plan) -> list[bundle.DumpInfo]:
+    """The dumps whose server cannot start from the restored pages (not backed up, or another major)."""
+    folders = {d.key: Path(d.path) for d in plan.datasets}
+    needed = []
+    for dump in found.manifest.dumps:
+        folder = folders.get(dump.dataset)
+        image = plan.stacks[dump.stack].services[dump.service].image if dump.stack in plan.stacks else ""
+        if folder is not None and not databases.pages_start(folder, image):
+            needed.append(dump)
+    return needed
+
+
+def _fresh_for_dumps(work: _Run, plan: Plan) -> str:
+    """Empty the data folder of each server that will start from its dump (the server initialises it; the
+    pages stay in the backup); the journal remembers which dumps to load once it runs."""
+    found = work.found
+    needed = _dump_needed(found, plan)
+    folders = {d.key: Path(d.path) for d in plan.datasets}
+    for dump in needed:
+        _clear(folders[dump.dataset])
+        if dump.member not in work.journal.dumps:
+            work.journal.dumps.append(dump.member)
+    save_journal(work.state, work.journal)
+    if not found.manifest.dumps:
+        return "no dumps in the bundle"
+    loads = ", ".join(f"{d.stack}/{d.service}" for d in needed)
+    return f"{loads}: will start empty and load the dump" if needed else "every server starts from its pages"
+
+
+def _load_dumps(work: _Run, engine: Engine, servers: list[databases.Server]) -> None:
+    by_name = {(s.stack, s.dump.service): s for s in servers}
+    for dump in [d for d in work.found.manifest.dumps if d.member in work.journal.dumps]:
+        t = time.monotonic()
+        server = by_name[(dump.stack, dump.service)]
+        with tempfile.NamedTemporaryFile(suffix=".sql", dir=work.state.scratch) as handle:
+            handle.write(work.found.member(dump.member))
+            handle.flush()
+            try:
+                databases.load(engine, server, Path(handle.name))
+            except (CommandFailed, TimeoutError) as exc:
+                raise RecoverError(
+                    f"the dump of {dump.stack}/{dump.service} did not load (the stacks are up, its database is "
+                    f"empty): {exc}"
+                ) from None
+        work.journal.dumps.remove(dump.member)
+        save_journal(work.state, work.journal)
+        work.steps.done(f"load {dump.stack}/{dump.service}", t, f"{len(work.found.member(dump.member)) >> 10} KiB")
 
 
 def datasets_of(found: bundle.Bundle) -> list[str]:

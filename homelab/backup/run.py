@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 
-from homelab.backup import bundle, listing, lock, names, retention, sentinel, tree
+from homelab.backup import bundle, databases, listing, lock, names, retention, sentinel, tree
 from homelab.backup.check import CheckAsWritten, Part, absorb_part
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.prune import prune
 from homelab.backup.records import DatasetRun, Run, Running
 from homelab.backup.repair import damaged as repair_of
 from homelab.backup.repair import deep_check
-from homelab.plan import Dataset
+from homelab.plan import Dataset, build_plan
 from homelab.runtime.rclone import CheckResult, ProgressFn, RcloneError, Result
 
 PARTIAL_GLOB = "*.????????.partial"
@@ -91,7 +91,7 @@ def run_backup(
         try:
             with lock.holding(ctx.state.root, [d.name for d in datasets], record.id):
                 _settle_previous(ctx, record.id)
-                written = sentinel.write_all(datasets, record.id) if ctx.backup.sentinels else []
+                written = _sentinels(ctx, datasets, record.id)
                 for d in datasets:
                     failures += _dataset(ctx, record, d, options)
                 if not failures:  # last: the newest bundle always belongs to a complete run
@@ -107,6 +107,14 @@ def run_backup(
     if failures:
         raise BackupError("backup failed: " + "; ".join(failures))
     return RunReport(record, failures)
+
+
+def _sentinels(ctx: Context, datasets: list[Dataset], value: str) -> list[sentinel.Sentinel]:
+    """Before any snapshot: each app's sentinel, and a row in each running database (homelab.backup.sentinel)."""
+    if not ctx.backup.sentinels:
+        return []
+    servers = databases.servers(build_plan(ctx.loaded), ctx.loaded.base_dir) if ctx.engine else []
+    return sentinel.write_all(datasets, value, ctx.engine, servers)
 
 
 def _bundle(ctx: Context, record: Run, written: list[sentinel.Sentinel], say: Say) -> list[str]:

@@ -9,22 +9,27 @@ docs/recovery.md), owned by the dataset's uid/gid, holding the run's id:
 - jenkins/home: `jobs/homelab-sentinel/config.xml`, a job whose description is the value;
 - plex/config: the `HomelabSentinel` attribute of Preferences.xml, when Plex made that file (never made
   by homelab: Plex writes it on its first start);
-- rstudio/home: `homelab-sentinel.txt` in the rstudio user's home.
+- rstudio/home: `homelab-sentinel.txt` in the rstudio user's home;
+- each running Postgres server (Nextcloud's database): a row in its database (homelab.backup.databases),
+  read back through the recovered server once the stacks are up.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from homelab.backup import databases
 from homelab.plan import Dataset, Plan
+from homelab.runtime.docker import Engine
 
-Kind = Literal["file", "preference"]
+Kind = Literal["file", "preference", "row"]
 PLEX_PREFERENCES = "Library/Application Support/Plex Media Server/Preferences.xml"
 PLEX_ATTRIBUTE = "HomelabSentinel"
 JENKINS_JOB = """<?xml version='1.1' encoding='UTF-8'?>
@@ -44,6 +49,7 @@ class Sentinel(BaseModel):
     path: str  # relative to the dataset's folder
     kind: Kind
     value: str
+    server: str | None = None  # a row's: <stack>/<service> of its Postgres server
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,11 @@ def _write_file(path: Path, text: str, d: Dataset) -> None:
 _ATTRIBUTE = re.compile(rf'\s{PLEX_ATTRIBUTE}="[^"]*"')
 
 
-def write_all(datasets: list[Dataset], value: str) -> list[Sentinel]:
-    """Write each enabled app's sentinel whose dataset this backup holds; the sentinels written."""
+def write_all(
+    datasets: list[Dataset], value: str, engine: Engine | None = None, servers: Sequence[databases.Server] = ()
+) -> list[Sentinel]:
+    """Write each enabled app's sentinel whose dataset this backup holds, and a row in each running Postgres
+    server; the sentinels written."""
     by_key = {d.key: d for d in datasets}
     written = []
     for app, where in PLACES.items():
@@ -93,6 +102,14 @@ def write_all(datasets: list[Dataset], value: str) -> list[Sentinel]:
             text = JENKINS_JOB.format(value=value) if app == "jenkins" else value + "\n"
         _write_file(path, text, d)
         written.append(Sentinel(app=app, dataset=d.key, path=where.path, kind=where.kind, value=value))
+    for server in servers if engine is not None else []:
+        assert engine is not None
+        if databases.running(engine, server):
+            databases.write_row(engine, server, value)
+            name = f"{server.stack}/{server.dump.service}"
+            written.append(
+                Sentinel(app=server.stack, dataset="", path=databases.TABLE, kind="row", value=value, server=name)
+            )
     return written
 
 
@@ -111,15 +128,25 @@ def read(sentinel: Sentinel, folder: Path) -> str | None:
     return text.strip()
 
 
-def check_all(sentinels: list[Sentinel], plan: Plan) -> tuple[list[str], list[str]]:
-    """(read back, problems) for every sentinel, in the recovered datasets' folders."""
+def check_all(
+    sentinels: list[Sentinel], plan: Plan, engine: Engine | None, servers: list[databases.Server]
+) -> tuple[list[str], list[str]]:
+    """(read back, problems) for every sentinel: files in the recovered datasets' folders, rows through the
+    recovered servers (not checked when no stack was started)."""
     folders = {d.key: Path(d.path) for d in plan.datasets}
+    by_name = {f"{s.stack}/{s.dump.service}": s for s in servers}
     ok, problems = [], []
     for s in sentinels:
-        folder = folders.get(s.dataset)
-        got = read(s, folder) if folder is not None else None
-        if got == s.value:
-            ok.append(f"{s.app}: {s.path} = {s.value}")
+        if s.kind == "row":
+            server = by_name.get(s.server or "")
+            if engine is None:
+                continue
+            got = databases.read_row(engine, server, s.value) if server is not None else None
         else:
-            problems.append(f"{s.app}: {s.path} in {s.dataset} reads {got!r}, the backup wrote {s.value!r}")
+            folder = folders.get(s.dataset)
+            got = read(s, folder) if folder is not None else None
+        if got == s.value:
+            ok.append(f"{s.app}: {s.server or s.dataset} {s.path} = {s.value}")
+        else:
+            problems.append(f"{s.app}: {s.path} in {s.server or s.dataset} reads {got!r}, the backup wrote {s.value!r}")
     return ok, problems

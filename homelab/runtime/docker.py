@@ -119,6 +119,9 @@ class Engine(Protocol):
     def exec_to_file(
         self, project: str, stack_dir: Path, service: str, argv: Sequence[str], dest: Path, *, timeout: float
     ) -> None: ...
+    def exec_from_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], source: Path, *, timeout: float
+    ) -> str: ...
     def logs_argv(
         self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str
     ) -> list[str]: ...
@@ -266,6 +269,19 @@ class Docker:
             tmp.replace(dest)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def exec_from_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], source: Path, *, timeout: float
+    ) -> str:
+        """`compose exec -T SERVICE ARGV...` with `source` as its standard input (a dump fed to psql); its
+        output. CommandFailed carries the program's stderr."""
+        full = [*self.compose_argv(), "-p", project, "--project-directory", str(stack_dir)]
+        full += [*self.compose_files(stack_dir), "exec", "-T", service, *argv]
+        with source.open("rb") as handle:
+            proc = subprocess.run(full, stdin=handle, capture_output=True, timeout=timeout, check=False)
+        if proc.returncode != 0:
+            raise CommandFailed(full, proc.returncode, "", proc.stderr.decode(errors="replace"))
+        return proc.stdout.decode(errors="replace")
 
     def logs_argv(self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str) -> list[str]:
         argv = [*self.compose_argv(), "-p", project]

@@ -91,7 +91,7 @@ def test_a_running_postgres_is_dumped_into_the_bundle(tmp_path: Path) -> None:
     data = bundle.build(ctx, "r1", docker, ctx.crypt_secrets)
     read = bundle.read(data, "r1")
     (dump,) = read.manifest.dumps
-    assert (dump.service, dump.user, dump.database) == ("db", "nextcloud", "nextcloud")
+    assert (dump.stack, dump.service, dump.dataset) == ("cloud", "db", "nextcloud/db")
     assert read.member(dump.member).startswith(b"-- PostgreSQL database dump")
     assert ("exec", project_name("cloud"), "db", "pg_dump", "--username", "nextcloud") == docker.calls[-1][:6]
 

@@ -47,7 +47,7 @@ def test_recovered_onto_folders_with_the_sentinel_and_the_time_it_took(tmp_path:
     assert (lab.data / "homelab-sentinel.txt").read_text() == record.id + "\n"
     target, result = _recover(lab, tmp_path)
     assert tree(tmp_path / "new-srv" / "rstudio" / "home") == tree(lab.data)
-    assert result.sentinels == [f"rstudio: homelab-sentinel.txt = {record.id}"]
+    assert result.sentinels == [f"rstudio: rstudio/home homelab-sentinel.txt = {record.id}"]
     assert [s[0] for s in result.steps] == [
         "bundle",
         "target",
@@ -56,6 +56,7 @@ def test_recovered_onto_folders_with_the_sentinel_and_the_time_it_took(tmp_path:
         "datasets",
         f"restore {KEY}",
         "certificates",
+        "databases",
         "sentinels",
     ]
     assert result.rto >= sum(s[1] for s in result.steps) * 0.99
@@ -103,3 +104,46 @@ def test_the_config_rewritten_for_another_pool_mountpoint_and_domain() -> None:
     assert data["domain"]["name"] == "example.org" and data["domain"]["acme"]["staging"] is True
     unchanged = b"# comments kept\nstorage: {pool: tank}\n"
     assert rewrite_config(unchanged, Target("r", "p", "s", Path("/x"))) == unchanged
+
+
+def test_a_database_not_backed_up_starts_empty_and_loads_its_dump_then_its_row_reads_back(tmp_path: Path) -> None:
+    lab = _lab(tmp_path, apps=frozenset({"rstudio", "nextcloud"}))  # backup.datasets: rstudio/home only
+    docker = FakeDocker(container(project_name("cloud"), "db"))
+    docker.exec_output["db"] = DUMP
+    record = run_backup(lab.ctx(engine=docker)).record
+    (write,) = [c for c in docker.calls if c[0] == "exec<"]
+    assert write[2:4] == ("db", "psql") and f"run={record.id}" in write and b"INSERT INTO homelab_sentinel" in write[-1]
+
+    started: list[str] = []
+
+    def start(loaded, engine, say):  # type: ignore[no-untyped-def]
+        started.append("all")
+        return ["edge", "cloud", "dev"]
+
+    recovering = FakeDocker()
+    recovering.exec_answer["db"] = record.id + "\n"
+    target = Target("unused", "p", "s", tmp_path / "new-cfg", mountpoint=str(tmp_path / "new-srv"), folders=True)
+    (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
+    result = recover(target, driver=lab.rclone, engine=recovering, start=start, clock=lab.clock)
+    assert started == ["all"]
+    load, read = [c for c in recovering.calls if c[0] == "exec<"]
+    assert "--single-transaction" in load and load[-1] == DUMP
+    assert b"SELECT run FROM homelab_sentinel" in read[-1]
+    assert f"cloud: cloud/db homelab_sentinel = {record.id}" in result.sentinels
+    assert [s[0] for s in result.steps][-4:] == ["databases", "stacks", "load cloud/db", "sentinels"]
+    assert "cloud/db: will start empty and load the dump" in result.steps[-4][2]
+
+
+def test_a_dump_the_server_refuses_is_one_message(tmp_path: Path) -> None:
+    from homelab.errors import CommandFailed
+
+    lab = _lab(tmp_path, apps=frozenset({"rstudio", "nextcloud"}))
+    docker = FakeDocker(container(project_name("cloud"), "db"))
+    docker.exec_output["db"] = DUMP
+    run_backup(lab.ctx(engine=docker))
+    recovering = FakeDocker()
+    recovering.exec_error["db"] = CommandFailed(["psql"], 3, "", 'ERROR:  relation "t" already exists')
+    target = Target("unused", "p", "s", tmp_path / "new-cfg", mountpoint=str(tmp_path / "new-srv"), folders=True)
+    (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
+    with pytest.raises(RecoverError, match=r"(?s)the dump of cloud/db did not load .*relation \"t\" already exists"):
+        recover(target, driver=lab.rclone, engine=recovering, start=lambda *_: ["cloud"], clock=lab.clock)
