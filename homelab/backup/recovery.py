@@ -177,6 +177,6 @@ def check_dumps(found: bundle.Bundle) -> list[str]:
     problems = []
     for dump in found.manifest.dumps:
         data = found.member(dump.member)
-        if not data.startswith(DUMP_HEAD) or DUMP_TAIL not in data[-4096:]:
+        if DUMP_HEAD not in data[:512] or DUMP_TAIL not in data[-512:]:
             problems.append(f"the dump of {dump.stack}/{dump.service} is not a complete pg_dump (it would not load)")
     return problems

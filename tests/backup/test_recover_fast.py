@@ -16,7 +16,7 @@ from tests.backup.conftest import KEY, fill, tree
 from tests.backup.fast import FastLab, make_fast_lab
 from tests.fakes.docker import FakeDocker, container
 
-DUMP = b"-- PostgreSQL database dump\nCREATE TABLE t ();\n-- PostgreSQL database dump complete\n"
+DUMP = b"--\n-- PostgreSQL database dump\n--\n\nCREATE TABLE t ();\n\n--\n-- PostgreSQL database dump complete\n--\n\n"
 
 
 def _lab(tmp_path: Path, **kwargs: object) -> FastLab:

@@ -27,14 +27,16 @@ pytestmark = [pytest.mark.docker, pytest.mark.real]
 PG = "/usr/lib/postgresql/15"
 PROGRAMS = ("postgres", "initdb", "pg_ctl", "psql", "pg_dump", "pg_isready", "createdb")
 # the steps of upstream's docker-entrypoint.sh (16/alpine3.20) this stand-in needs, in busybox sh: as
-# root, own PGDATA and the socket folder and re-run as postgres (gosu there, su here); on an empty PGDATA:
+# root, read POSTGRES_PASSWORD_FILE (file_env, before gosu: a 0600 secret of another owner), own PGDATA and the socket folder and re-run as postgres (gosu there, su here); on an empty PGDATA:
 # initdb as POSTGRES_USER with the password (local connections: initdb's default, trust), host connections
 # by password, listen on all addresses (the Dockerfile's edit of postgresql.conf.sample), a socket-only
 # server to CREATE DATABASE POSTGRES_DB; then exec postgres
 ENTRYPOINT = b"""#!/bin/sh
 set -e
 : "${POSTGRES_USER:=postgres}"
-if [ -n "$POSTGRES_PASSWORD_FILE" ]; then POSTGRES_PASSWORD="$(cat "$POSTGRES_PASSWORD_FILE")"; fi
+if [ -z "$POSTGRES_PASSWORD" ] && [ -n "$POSTGRES_PASSWORD_FILE" ]; then
+  export POSTGRES_PASSWORD="$(cat "$POSTGRES_PASSWORD_FILE")"
+fi
 : "${POSTGRES_DB:=$POSTGRES_USER}"
 if [ "$(id -u)" = 0 ]; then
   mkdir -p "$PGDATA" /var/run/postgresql
