@@ -47,6 +47,7 @@ class Target:
     replace: bool = False
     folders: bool = False  # plain folders instead of ZFS datasets
     stall_timeout: float = 300
+    rclone_sections: str = ""  # rclone config sections `remote` may name (a drill: the backup's own remotes)
 
 
 class Journal(Record):
@@ -60,7 +61,7 @@ class Journal(Record):
 def rclone_for(target: Target, state: State) -> RcloneDriver:
     driver = Rclone(state.rclone_config, state.logs, stall_timeout=target.stall_timeout)
     text = crypt.recovery_text(driver, REMOTE, target.remote, target.password, target.salt)
-    write_private(state.rclone_config, text.encode())
+    write_private(state.rclone_config, (target.rclone_sections + "\n" + text).encode())
     return driver
 
 

@@ -124,10 +124,25 @@ def drill_cmd(
         bool | None, typer.Option("--full/--sample-only", help="Default: full when the last is 30+ days old.")
     ] = None,
     state_dir: StateOption = None,
+    whole: Annotated[
+        bool,
+        typer.Option(
+            "--recover", help="The whole recovery (`homelab recover`, no stack started) into scratch, compared."
+        ),
+    ] = False,
 ) -> None:
     """Restore a random sample (monthly: everything) into scratch and compare with the snapshot."""
     from homelab.backup import drill
 
+    if whole:
+        from homelab.backup.recovery_drill import recovery_drill
+
+        done = recovery_drill(_ctx(config, state_dir), say=_say)
+        typer.echo(
+            f"recovery drill ok: bundle {done.bundle}, {done.datasets} datasets identical to their snapshots, "
+            f"{done.sentinels} sentinels read back; RTO {done.rto_seconds}s, RPO {done.rpo_seconds}s"
+        )
+        return
     record = drill(_ctx(config, state_dir), sample=sample, full=full, say=_say)
     typer.echo(f"drill ok: {record.files} files restored and identical ({'full' if record.full else 'sample'})")
 

@@ -350,6 +350,12 @@ class Backup(Model):
         "data, a Jenkins job, a Plex preference, a file in RStudio's home); `homelab recover` reads them back "
         "(docs/recovery.md).",
     )
+    recovery_drill_days: int = Field(
+        31,
+        ge=1,
+        description="Days after which the last successful `backup drill --recover` counts as too old (status "
+        "problem, alert); the timer runs one monthly.",
+    )
     state_dir: AbsolutePath | None = Field(
         None,
         description="Run records, file listings and the rclone config (0600); collectd reads "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homelab.backup import run_backup
+from homelab.backup import BackupError, run_backup
 from homelab.backup.recover import RecoverError, Target, TargetNotEmpty, recover, rewrite_config
 from homelab.errors import ExitCode
 from homelab.layout import project_name
@@ -66,7 +66,9 @@ def test_recovered_onto_folders_with_the_sentinel_and_the_time_it_took(tmp_path:
 
     # a dataset altered after the recovery makes its sentinel read wrong on the next one
     (lab.data / "homelab-sentinel.txt").write_text("changed\n")
-    with pytest.raises(TargetNotEmpty, match=r"dataset rstudio/home \(.*new-srv/rstudio/home\) is not empty") as refused:
+    with pytest.raises(
+        TargetNotEmpty, match=r"dataset rstudio/home \(.*new-srv/rstudio/home\) is not empty"
+    ) as refused:
         _recover(lab, tmp_path, "new")  # the same target again
     assert refused.value.exit_code == ExitCode.REFUSED
     assert "this machine already has a homelab config" in str(refused.value)
@@ -147,3 +149,32 @@ def test_a_dump_the_server_refuses_is_one_message(tmp_path: Path) -> None:
     (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
     with pytest.raises(RecoverError, match=r"(?s)the dump of cloud/db did not load .*relation \"t\" already exists"):
         recover(target, driver=lab.rclone, engine=recovering, start=lambda *_: ["cloud"], clock=lab.clock)
+
+
+def test_a_recovery_drill_is_recorded_for_status_and_monitoring_and_fails_on_a_damaged_object(tmp_path: Path) -> None:
+    from homelab.backup import status
+    from homelab.backup.recovery_drill import recovery_drill
+
+    lab = _lab(tmp_path)
+    ctx = lab.ctx()
+    run_backup(ctx)
+    (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
+    lab.clock.advance(hours=2)
+    done = recovery_drill(ctx, driver=lab.rclone)
+    assert (done.result, done.datasets, done.sentinels) == ("success", 1, 1)
+    assert done.rpo_seconds == 7200
+    assert not list(ctx.state.scratch.glob("recovery-drill-*"))  # the scratch is gone
+    info = status(ctx)
+    assert info.last_recovery_drill == done and info.last_good_recovery_drill_age_days == 0
+    epoch = int(lab.clock.now.timestamp())
+    assert (lab.state / "recovery_drill.status").read_text() == f"{epoch} 0\n"
+
+    lab.clock.advance(days=32)
+    assert status(ctx).problems == [f"the last recovery drill ({done.id}) is older than 31 days"]
+
+    (lab.current / "plainsparse.img").write_bytes(b"\0" * 4096)  # same size, other bytes
+    with pytest.raises(BackupError, match=r"recovery drill failed:\n  rstudio/home: plainsparse.img: content differs"):
+        recovery_drill(ctx, driver=lab.rclone)
+    assert (lab.state / "recovery_drill.status").read_text() == f"{epoch} 1\n"
+    assert status(ctx).problems[0].startswith("the last recovery drill (")
+    assert "failed: rstudio/home: plainsparse.img: content differs" in status(ctx).problems[0]

@@ -22,8 +22,8 @@ from test_upgrade_dump import postgres_image
 
 from homelab.backup.sentinel import PLEX_PREFERENCES
 from tests.backup.conftest import tree
-from tests.backup.test_served_remotes import _remote, _serve
 from tests.backup.test_recover_real import _remote_spec
+from tests.backup.test_served_remotes import _remote, _serve
 from tests.conftest import write_secret
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 
@@ -45,7 +45,9 @@ def test_recover_brings_every_stack_up_and_every_sentinel_back(world, make_pool,
     postgres = postgres_image(tmp_path / "pg-image")
     with _serve("sftp", tmp_path / "server") as server:
         lab = make_deployment(
-            tmp_path / "lab", world, {**APPS, "gitea": {**APPS["gitea"], "ssh_port": free_port()}},
+            tmp_path / "lab",
+            world,
+            {**APPS, "gitea": {**APPS["gitea"], "ssh_port": free_port()}},
             extra_images={"db": postgres},
         )
         pool = make_pool("512M")
