@@ -70,9 +70,8 @@ def _compare(ctx: Context, result: Recovered, target: Target) -> list[str]:
         with ctx.snapshots.open(d.name, run.snapshot, ctx.state.mounts) as source:
             want, got = tree.scan(source), tree.scan(recovered[d.key])
             if want != got:
-                differ = sorted(
-                    {e.path for e in want} ^ {e.path for e in got} or {a.path for a, b in zip(want, got) if a != b}
-                )
+                only_one = {e.path for e in want} ^ {e.path for e in got}
+                differ = sorted(only_one or {a.path for a, b in zip(want, got, strict=True) if a != b})
                 problems.append(f"{d.key}: entries differ from {run.snapshot}: {', '.join(differ[:5])}")
                 continue
             for e in (e for e in want if e.kind == "f"):

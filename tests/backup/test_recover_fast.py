@@ -69,7 +69,7 @@ def test_recovered_onto_folders_with_the_sentinel_and_the_time_it_took(tmp_path:
     with pytest.raises(
         TargetNotEmpty, match=r"dataset rstudio/home \(.*new-srv/rstudio/home\) is not empty"
     ) as refused:
-        _recover(lab, tmp_path, "new")  # the same target again
+        _recover(lab, tmp_path, "new")
     assert refused.value.exit_code == ExitCode.REFUSED
     assert "this machine already has a homelab config" in str(refused.value)
     _, again = _recover(lab, tmp_path, "new", replace=True)
