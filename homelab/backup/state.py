@@ -27,11 +27,11 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from homelab.backup import tree
+from homelab.layout import RECOVERY_DRILL_STATUS
 from homelab.backup.records import Drill, Record, RecoveryDrill, Run, Running, Verify
 from homelab.errors import HomelabError
 
 PRIVATE_DIRS = ("private", "runs", "manifests", "drills", "recovery-drills", "verify")
-RECOVERY_DRILL_STATUS = "recovery_drill.status"  # for the monitoring's exec program: "<epoch of last good> <failed>"
 R = TypeVar("R", bound=Record)
 
 

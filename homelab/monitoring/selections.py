@@ -3,6 +3,8 @@ so a panel and the alert about the same thing can never look at different series
 
 from __future__ import annotations
 
+from homelab.layout import RECOVERY_DRILL
+
 from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
 from homelab.metrics import Catalog, Series
@@ -46,6 +48,12 @@ def dataset_used(catalog: Catalog) -> list[Series]:
 def certificate_days_left(catalog: Catalog) -> list[Series]:
     """Days until each served name's certificate expires, as the edge serves it."""
     return catalog.select(plugin=CERT_PLUGIN, type=CERT_TYPE)
+
+
+def recovery_drill(catalog: Catalog, type_instance: str) -> list[Series]:
+    """`backup drill --recover`'s `age_days` (since the last good one) or `failed` (the last one)."""
+    found = catalog.select(plugin="backup", plugin_instance=RECOVERY_DRILL)
+    return [s for s in found if s.type_instance == type_instance]
 
 
 def heartbeat(catalog: Catalog) -> Series:
