@@ -27,9 +27,9 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from homelab.backup import tree
-from homelab.layout import RECOVERY_DRILL_STATUS
 from homelab.backup.records import Drill, Record, RecoveryDrill, Run, Running, Verify
 from homelab.errors import HomelabError
+from homelab.layout import RECOVERY_DRILL_STATUS
 
 PRIVATE_DIRS = ("private", "runs", "manifests", "drills", "recovery-drills", "verify")
 R = TypeVar("R", bound=Record)

@@ -3,10 +3,9 @@ so a panel and the alert about the same thing can never look at different series
 
 from __future__ import annotations
 
-from homelab.layout import RECOVERY_DRILL
-
 from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
+from homelab.layout import RECOVERY_DRILL
 from homelab.metrics import Catalog, Series
 from homelab.monitoring.containers import PLUGIN as CONTAINER_PLUGIN
 

@@ -59,7 +59,7 @@ def test_the_drill_age_and_failure_reach_the_series_the_alerts_read(example_conf
     age, failed = specs["recovery-drill-age"], specs["recovery-drill-failed"]
     assert age.target == "collectd.nas.backup-recovery_drill.gauge-age_days" and (age.op, age.threshold) == ("gt", 31)
     assert failed.target == "collectd.nas.backup-recovery_drill.count-failed" and failed.threshold == 0
-    assert 40 > age.threshold and 1 > failed.threshold  # both fire on these values
+    assert age.threshold < 40 and failed.threshold < 1  # both fire on these values
 
 
 def test_nothing_before_a_first_drill(example_config: Path, tmp_path: Path) -> None:
