@@ -27,9 +27,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.real]
 PG = "/usr/lib/postgresql/15"
 PROGRAMS = ("postgres", "initdb", "pg_ctl", "psql", "pg_dump", "pg_isready", "createdb")
 # the steps of upstream's docker-entrypoint.sh (16/alpine3.20) this stand-in needs, in busybox sh: as
-# root, read POSTGRES_PASSWORD_FILE (file_env, before gosu: a 0600 secret of another owner), own PGDATA and the socket folder and re-run as postgres (gosu there, su here); on an empty PGDATA:
-# initdb as POSTGRES_USER with the password (local connections: initdb's default, trust), host connections
-# by password, listen on all addresses (the Dockerfile's edit of postgresql.conf.sample), a socket-only
+# root, read POSTGRES_PASSWORD_FILE (file_env, before gosu: a 0600 secret of another owner), own PGDATA
+# and the socket folder and re-run as postgres (gosu there, su here); on an empty PGDATA: initdb as
+# POSTGRES_USER with the password (local connections: initdb's default, trust), host connections by
+# password, listen on all addresses (the Dockerfile's edit of postgresql.conf.sample), a socket-only
 # server to CREATE DATABASE POSTGRES_DB; then exec postgres
 ENTRYPOINT = b"""#!/bin/sh
 set -e
