@@ -178,3 +178,40 @@ def test_a_recovery_drill_is_recorded_for_status_and_monitoring_and_fails_on_a_d
     assert (lab.state / "recovery_drill.status").read_text() == f"{epoch} 1\n"
     assert status(ctx).problems[0].startswith("the last recovery drill (")
     assert "failed: rstudio/home: plainsparse.img: content differs" in status(ctx).problems[0]
+
+
+def test_the_cli_reads_the_secrets_passes_the_options_and_prints_rto_and_rpo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from homelab.backup import recover as module
+    from homelab.backup.recover import Recovered
+    from homelab.cli import app
+
+    seen: list[Target] = []
+
+    def fake(target: Target, **kwargs: object) -> Recovered:
+        seen.append(target)
+        assert kwargs["engine"] is None  # --no-start
+        return Recovered(run="20261201T030000Z", sentinels=["rstudio: rstudio/home x = y"], rto=12.5, rpo=7200)
+
+    monkeypatch.setattr(module, "recover", fake)
+    (tmp_path / "pw").write_text("the-password\n")
+    args = ["recover", "--remote", ":sftp,host=h:p", "--config-dir", str(tmp_path / "cfg"), "--password-file"]
+    args += [str(tmp_path / "pw"), "--pool", "vault", "--at", "2026-12-01", "--folders", "--no-start"]
+    result = CliRunner().invoke(app, args, input="the-salt\n")
+    assert result.exit_code == 0, result.output
+    (target,) = seen
+    assert (target.password, target.salt, target.pool, target.folders) == ("the-password", "the-salt", "vault", True)
+    assert target.at is not None and target.at.isoformat() == "2026-12-01T00:00:00+00:00"
+    assert "sentinel rstudio: rstudio/home x = y" in result.output
+    assert "recovered 20261201T030000Z: RTO 12.5s, RPO 2.0h" in result.output
+    assert "the-password" not in result.output and "the-salt" not in result.output
+
+    def refused(target: Target, **kwargs: object) -> Recovered:
+        raise TargetNotEmpty("refusing to recover: /x/homelab.yaml exists")
+
+    monkeypatch.setattr(module, "recover", refused)
+    result = CliRunner().invoke(app, args, input="s\n")
+    assert result.exit_code == ExitCode.REFUSED and "refusing to recover" in result.output
