@@ -339,7 +339,7 @@ def _load_dumps(work: _Run, engine: Engine, servers: list[databases.Server]) -> 
             handle.flush()
             try:
                 databases.load(engine, server, Path(handle.name))
-            except (CommandFailed, TimeoutError) as exc:
+            except (CommandFailed, TimeoutError, ValueError) as exc:  # ValueError: a dump that is not UTF-8
                 raise RecoverError(
                     f"the dump of {dump.stack}/{dump.service} did not load (the stacks are up, its database is "
                     f"empty): {exc}"

@@ -1,5 +1,6 @@
 """systemd units for scheduled backups: a oneshot service + a timer (OnCalendar from the config),
-a monthly drill pair, a monthly recovery drill pair. `install` writes them and enables the timers; `units()` is what `print` shows.
+a monthly drill pair, a monthly recovery drill pair. `install` writes them and enables the timers;
+`units()` is what `print` shows.
 
 Each service has a TimeoutStartSec: a run that hangs anyway (the run's own stall limit is
 backup.stall_timeout) is stopped by systemd, and the lock dies with the process.

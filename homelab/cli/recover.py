@@ -17,42 +17,50 @@ def _secret(file: Path | None, prompt: str) -> str:
     return str(typer.prompt(prompt, hide_input=True))
 
 
+RemoteOption = Annotated[
+    str,
+    typer.Option(
+        "--remote",
+        help="Where the backups are, as rclone names it: a folder, or TYPE:PATH with the backend's options "
+        "(`:sftp,host=backup.example,user=nas:homelab`; credentials from rclone's RCLONE_SFTP_PASS-style "
+        "environment variables). The remote's own path, not its `-crypt`.",
+    ),
+]
+ConfigDirOption = Annotated[
+    Path, typer.Option("--config-dir", help="The config folder to write (homelab.yaml and what it names).")
+]
+PasswordFileOption = Annotated[
+    Path | None, typer.Option("--password-file", help="File with the crypt password (default: asked).")
+]
+SaltFileOption = Annotated[Path | None, typer.Option("--salt-file", help="File with the crypt salt (default: asked).")]
+AtOption = Annotated[datetime | None, typer.Option("--at", help="The newest bundle at or before this date/time (UTC).")]
+PoolOption = Annotated[str | None, typer.Option("--pool", help="Another ZFS pool name.")]
+MountpointOption = Annotated[str | None, typer.Option("--mountpoint", help="Another storage.mountpoint.")]
+DomainOption = Annotated[str | None, typer.Option("--domain", help="Another domain: new certificates, staging first.")]
+FoldersOption = Annotated[bool, typer.Option("--folders", help="Plain folders instead of ZFS datasets.")]
+ReplaceOption = Annotated[
+    bool, typer.Option("--replace", help="Recover over an existing config and datasets that hold data.")
+]
+NoStartOption = Annotated[bool, typer.Option("--no-start", help="Restore only; bring no stack up.")]
+StallOption = Annotated[
+    int, typer.Option("--stall-timeout", min=5, help="Seconds a transfer may make no progress (remote lost).")
+]
+
+
 @app.command()
 def recover(
-    remote: Annotated[
-        str,
-        typer.Option(
-            "--remote",
-            help="Where the backups are, as rclone names it: a folder, or TYPE:PATH with the backend's options "
-            "(`:sftp,host=backup.example,user=nas:homelab`; credentials from rclone's RCLONE_SFTP_PASS-style "
-            "environment variables). The remote's own path, not its `-crypt`.",
-        ),
-    ],
-    config_dir: Annotated[
-        Path, typer.Option("--config-dir", help="The config folder to write (homelab.yaml and what it names).")
-    ] = Path(),
-    password_file: Annotated[
-        Path | None, typer.Option("--password-file", help="File with the crypt password (default: asked).")
-    ] = None,
-    salt_file: Annotated[
-        Path | None, typer.Option("--salt-file", help="File with the crypt salt (default: asked).")
-    ] = None,
-    at: Annotated[
-        datetime | None, typer.Option("--at", help="The newest bundle at or before this date/time (UTC).")
-    ] = None,
-    pool: Annotated[str | None, typer.Option("--pool", help="Another ZFS pool name.")] = None,
-    mountpoint: Annotated[str | None, typer.Option("--mountpoint", help="Another storage.mountpoint.")] = None,
-    domain: Annotated[
-        str | None, typer.Option("--domain", help="Another domain: new certificates, staging first.")
-    ] = None,
-    folders: Annotated[bool, typer.Option("--folders", help="Plain folders instead of ZFS datasets.")] = False,
-    replace: Annotated[
-        bool, typer.Option("--replace", help="Recover over an existing config and datasets that hold data.")
-    ] = False,
-    no_start: Annotated[bool, typer.Option("--no-start", help="Restore only; bring no stack up.")] = False,
-    stall_timeout: Annotated[
-        int, typer.Option("--stall-timeout", min=5, help="Seconds a transfer may make no progress (remote lost).")
-    ] = 300,
+    remote: RemoteOption,
+    config_dir: ConfigDirOption = Path(),
+    password_file: PasswordFileOption = None,
+    salt_file: SaltFileOption = None,
+    at: AtOption = None,
+    pool: PoolOption = None,
+    mountpoint: MountpointOption = None,
+    domain: DomainOption = None,
+    folders: FoldersOption = False,
+    replace: ReplaceOption = False,
+    no_start: NoStartOption = False,
+    stall_timeout: StallOption = 300,
 ) -> None:
     """Find the newest complete recovery bundle, write the config, create and restore every dataset, bring the
     stacks up healthy and read each app's sentinel back; prints each step's time, then RTO and RPO."""

@@ -344,18 +344,8 @@ class Backup(Model):
         description="Seconds a transfer may make no progress (a remote lost mid-run) before the run stops "
         "with an error and releases its lock.",
     )
-    sentinels: bool = Field(
-        True,
-        description="Before each run, write a small fact per app where it keeps its data (a file in Nextcloud's "
-        "data, a Jenkins job, a Plex preference, a file in RStudio's home); `homelab recover` reads them back "
-        "(docs/recovery.md).",
-    )
-    recovery_drill_days: int = Field(
-        31,
-        ge=1,
-        description="Days after which the last successful `backup drill --recover` counts as too old (status "
-        "problem, alert); the timer runs one monthly.",
-    )
+    sentinels: bool = Field(True, description="Write each app's sentinel before a run; recover reads it back.")
+    recovery_drill_days: int = Field(31, ge=1, description="Age at which the last good recovery drill alerts.")
     state_dir: AbsolutePath | None = Field(
         None,
         description="Run records, file listings and the rclone config (0600); collectd reads "
