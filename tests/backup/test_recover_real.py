@@ -11,6 +11,7 @@ objects missing, no bundle at all.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,10 +20,13 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from homelab.backup import context, run_backup
 from homelab.backup.recover import RecoverError, Target, recover
+from homelab.backup.recovery_drill import recovery_drill
 from homelab.backup.zfs import open_snapshot
+from homelab.cli import app
 from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.project import render_project
@@ -97,8 +101,18 @@ def _same_as_snapshots(plan, recovered, snapshot: str, mnt: Path) -> None:  # ty
 def test_recover_from_nothing_onto_another_pool_and_onto_folders(make_pool, tmp_path: Path) -> None:
     with _serve("sftp", tmp_path / "server") as server:
         loaded, plan = _source(make_pool, tmp_path, server)
-        record = run_backup(context(loaded, state_dir=tmp_path / "state")).record
+        ctx = context(loaded, state_dir=tmp_path / "state")
+        record = run_backup(ctx).record
         assert record.bundle == f"bundles/{record.id}.tar"
+
+        # the recovery drill, through the backup's own remote: identical to the snapshot; in status --json
+        drilled = recovery_drill(ctx)
+        assert (drilled.result, drilled.bundle, drilled.datasets, drilled.sentinels) == ("success", record.id, 3, 2)
+        shown = CliRunner().invoke(
+            app, ["backup", "status", "--json", "--config", str(loaded.path), "--state-dir", str(tmp_path / "state")]
+        )
+        info = json.loads(shown.output)
+        assert info["last_recovery_drill"]["result"] == "success" and info["last_good_recovery_drill_age_days"] == 0
 
         # wrong password: one message, nothing written
         wrong = tmp_path / "wrong"
