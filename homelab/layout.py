@@ -37,3 +37,9 @@ def secret_name(owner: str, name: str) -> str:
 DDCLIENT_CONF_SECRET = secret_name("edge", "ddclient_conf")
 COLLECTD_IPMI_SECRET = secret_name("monitoring", "collectd_ipmi_conf")
 COLLECTD_IPMI_INCLUDE = "/etc/collectd/ipmi.conf"  # where collectd's container sees that secret
+
+# `backup drill --recover`: the backup plugin instance its result is reported under, and the state folder's
+# file the monitoring reads it from ("<epoch of the last good one> <1 when the last failed>"); no remote
+# can be so named (remote names are host labels: no underscore)
+RECOVERY_DRILL = "recovery_drill"
+RECOVERY_DRILL_STATUS = f"{RECOVERY_DRILL}.status"

@@ -20,6 +20,7 @@ from homelab.config.secretfiles import MAX_SECRET_BYTES
 from homelab.errors import ConfigError, HomelabError
 from homelab.plan import build_plan
 from homelab.plan_model import Dataset
+from homelab.runtime.docker import Engine
 from homelab.runtime.rclone import Rclone, RcloneDriver
 from homelab.secrets import generate, user_secret_values
 
@@ -74,6 +75,8 @@ class Context:
     remotes: list[str]
     clock: Clock = utcnow
     notes: list[str] = field(default_factory=list)
+    crypt_secrets: tuple[str, str] = ("", "")  # the password and salt: never inside a recovery bundle
+    engine: Engine | None = None  # for the bundle's database dumps and image IDs (homelab.backup.bundle)
 
     @property
     def backup(self) -> Backup:
@@ -127,6 +130,7 @@ def context(
     rclone: RcloneDriver | None = None,
     snapshots: Snapshots | None = None,
     read_only: bool = False,
+    engine: Engine | None = None,
 ) -> Context:
     backup = loaded.config.backup
     if backup is None or not backup.enabled:
@@ -140,6 +144,7 @@ def context(
     state = State(state_dir or default_state_dir(loaded))
     notes: list[str] = []
     driver = rclone or Rclone(state.rclone_config, state.logs, stall_timeout=backup.stall_timeout)
+    password = salt = ""
     if not read_only:  # `backup status` reads records only: no folder, no generated password, no rclone.conf
         state.ensure()
         password = _secret(loaded, backup.crypt_password_file, GENERATED_PASSWORD, notes)
@@ -148,4 +153,6 @@ def context(
         secret_options = {n: {k: values[v] for k, v in r.secret_options.items()} for n, r in backup.remotes.items()}
         config = crypt.config_text(driver, backup.remotes, secret_options, password, salt)
         write_private(state.rclone_config, config.encode())
-    return Context(loaded, datasets, state, driver, snapshots or Snapshots(), remotes, clock, notes)
+    return Context(
+        loaded, datasets, state, driver, snapshots or Snapshots(), remotes, clock, notes, (password, salt), engine
+    )

@@ -57,3 +57,18 @@ def config_text(
         }
         text += "\n" + _section(crypt_name(name), crypt)
     return text
+
+
+def recovery_text(driver: RcloneDriver, remote: str, base: str, password: str, salt: str) -> str:
+    """A crypt remote named crypt_name(remote) over `base` (any rclone path: a folder, `:sftp,host=...:path`,
+    `name:path` of the user's rclone config), for `homelab recover` on a machine with no config yet."""
+    driver.redactions += [password, salt]
+    crypt = {
+        "type": "crypt",
+        "remote": base,
+        "password": driver.obscure(password),
+        "password2": driver.obscure(salt),
+        "filename_encryption": "standard",
+        "directory_name_encryption": "true",
+    }
+    return MARK + "\n" + _section(crypt_name(remote), crypt)

@@ -70,6 +70,7 @@ class Run(Record):
     transferred_bytes: int = 0
     error: str | None = None
     pid: int | None = None  # the process making it, while it runs
+    bundle: str | None = None  # the recovery bundle on the remotes (homelab.backup.bundle), once written
 
 
 class LastGood(Part):
@@ -107,6 +108,20 @@ class Drill(Record):
     problems: list[str] = Field(default_factory=list)
 
 
+class RecoveryDrill(Record):
+    """`backup drill --recover`: the whole recovery into scratch, compared with the snapshot it came from."""
+
+    id: str
+    time: datetime
+    bundle: str | None
+    result: Outcome
+    rto_seconds: float | None = None
+    rpo_seconds: float | None = None
+    datasets: int = 0
+    sentinels: int = 0
+    problems: list[str] = Field(default_factory=list)
+
+
 class Running(Record):
     """running.json: the run in progress and the snapshots it reads (pruning never touches them)."""
 
@@ -128,6 +143,8 @@ class Status(Record):
     last_drill: Drill | None  # the last attempt, failed or not
     last_good_drill: Drill | None
     last_good_drill_age_days: float | None
+    last_recovery_drill: RecoveryDrill | None = None  # the last attempt, failed or not
+    last_good_recovery_drill_age_days: float | None = None
     problems: list[str]
 
     @property

@@ -25,6 +25,15 @@ def status_lines(info: Status) -> list[str]:
     drill = info.last_drill
     if drill and drill.result == "failed":
         lines.append(f"              {iso(drill.time)} FAILED: " + "; ".join(drill.problems[:3]))
+    recovery = info.last_recovery_drill
+    if recovery:
+        age = info.last_good_recovery_drill_age_days
+        since = f", the last good one {age} days ago" if age is not None else ", none good yet"
+        lines.append(
+            f"last recovery drill: {iso(recovery.time)} {recovery.result}, RTO {recovery.rto_seconds} s{since}"
+        )
+    else:
+        lines.append("last recovery drill: never (`homelab backup drill --recover`)")
     verify = info.last_verify
     lines.append(
         f"last verify:  {iso(verify.time)} {verify.result}, {verify.checked} files" if verify else "last verify:  never"

@@ -48,7 +48,7 @@ def restore(
         raise BackupError(f"{to} is not empty: restore only into a new or empty folder")
     to.mkdir(parents=True, exist_ok=True)
     sub = (subpath or "").strip("/")
-    chosen = _listing(ctx, d, remote, at)
+    chosen = chosen_listing(ctx, d, remote, at)
     wanted = tree.under(chosen.entries, sub)
     files = listing.download(ctx, d, remote, chosen.run, wanted, to, f"restore-{remote}-{d.key.replace('/', '_')}")
     applied = tree.apply(to, wanted)
@@ -60,7 +60,8 @@ def restore(
     return Restored(d.key, remote, files, chosen.run, applied.entries, not applied.owners_skipped, missing)
 
 
-def _listing(ctx: Context, d: Dataset, remote: str, at: datetime | None) -> listing.Listing:
+def chosen_listing(ctx: Context, d: Dataset, remote: str, at: datetime | None) -> listing.Listing:
+    """The listing a restore as of `at` (None: the latest complete run) follows."""
     if at is None:
         return listing.latest(ctx, d, remote, ctx.last_success(d.key, remote))
     limit = at.astimezone(UTC).strftime(STAMP)

@@ -17,15 +17,16 @@ from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 
-from homelab.backup import listing, lock, names, retention, tree
+from homelab.backup import bundle, databases, listing, lock, names, retention, sentinel, tree
 from homelab.backup.check import CheckAsWritten, Part, absorb_part
 from homelab.backup.context import BackupError, Context, Say, quiet
 from homelab.backup.prune import prune
 from homelab.backup.records import DatasetRun, Run, Running
 from homelab.backup.repair import damaged as repair_of
 from homelab.backup.repair import deep_check
+from homelab.plan import build_plan
 from homelab.plan_model import Dataset
-from homelab.runtime.rclone import CheckResult, ProgressFn, Result
+from homelab.runtime.rclone import CheckResult, ProgressFn, RcloneError, Result
 
 PARTIAL_GLOB = "*.????????.partial"
 Reporter = Callable[[str], ProgressFn | None]
@@ -92,8 +93,11 @@ def run_backup(
             with lock.holding(ctx.state.root, [d.name for d in datasets], record.id):
                 lock.wait_for_upgrades(ctx.state.root, [d.name for d in datasets], say)  # no snapshot under one
                 _settle_previous(ctx, record.id)
+                written = _sentinels(ctx, datasets, record.id)
                 for d in datasets:
                     failures += _dataset(ctx, record, d, options)
+                if not failures:  # last: the newest bundle always belongs to a complete run
+                    failures += _bundle(ctx, record, written, say)
         except Exception as exc:
             failures.append(str(exc))
             raise
@@ -105,6 +109,24 @@ def run_backup(
     if failures:
         raise BackupError("backup failed: " + "; ".join(failures))
     return RunReport(record, failures)
+
+
+def _sentinels(ctx: Context, datasets: list[Dataset], value: str) -> list[sentinel.Sentinel]:
+    """Before any snapshot: each app's sentinel, and a row in each running database (homelab.backup.sentinel)."""
+    if not ctx.backup.sentinels:
+        return []
+    servers = databases.servers(build_plan(ctx.loaded), ctx.loaded.base_dir) if ctx.engine else []
+    return sentinel.write_all(datasets, value, ctx.engine, servers)
+
+
+def _bundle(ctx: Context, record: Run, written: list[sentinel.Sentinel], say: Say) -> list[str]:
+    try:
+        data = bundle.build(ctx, record.id, ctx.engine, ctx.crypt_secrets, written)
+        record.bundle = bundle.upload(ctx, record.id, data)
+    except (BackupError, RcloneError, OSError) as exc:
+        return [f"recovery bundle: {exc}"]
+    say(f"bundle  {record.bundle}: {len(data) >> 10} KiB (config, secrets, certificates, dumps)")
+    return []
 
 
 def _finish(ctx: Context, record: Run, failures: list[str]) -> None:

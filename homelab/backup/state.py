@@ -27,10 +27,11 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from homelab.backup import tree
-from homelab.backup.records import Drill, Record, Run, Running, Verify
+from homelab.backup.records import Drill, Record, RecoveryDrill, Run, Running, Verify
 from homelab.errors import HomelabError
+from homelab.layout import RECOVERY_DRILL_STATUS
 
-PRIVATE_DIRS = ("private", "runs", "manifests", "drills", "verify")
+PRIVATE_DIRS = ("private", "runs", "manifests", "drills", "recovery-drills", "verify")
 R = TypeVar("R", bound=Record)
 
 
@@ -122,6 +123,16 @@ class State:
 
     def save_drill(self, record: Drill) -> None:
         self._save("drills", record.id, record)
+
+    def recovery_drills(self) -> list[RecoveryDrill]:
+        return sorted(self._load("recovery-drills", RecoveryDrill), key=lambda r: r.id)
+
+    def save_recovery_drill(self, record: RecoveryDrill) -> None:
+        self._save("recovery-drills", record.id, record)
+        good = [r for r in self.recovery_drills() if r.result == "success"]
+        last_good = int(good[-1].time.timestamp()) if good else 0
+        failed = int(record.result != "success")
+        write_private(self.root / RECOVERY_DRILL_STATUS, f"{last_good} {failed}\n".encode(), mode=0o644)
 
     def save_manifest(self, run_id: str, key: str, entries: list[tree.Entry]) -> str:
         path = self.root / "manifests" / f"{run_id}-{key.replace('/', '_')}.json.gz"

@@ -54,7 +54,7 @@ def _only_the_named_command(args: list[str]) -> typer.Typer:
 
 # The command modules register on `app` when imported; doing it here means every entry point (the
 # console script, `python -m homelab`, tests, the docs generator) sees the same command tree.
-from homelab.cli import commands, nodes, stack, upgrade  # noqa: E402, F401
+from homelab.cli import commands, nodes, recover, stack, upgrade  # noqa: E402, F401
 from homelab.cli.backup import backup_app  # noqa: E402
 from homelab.cli.certs import certs_app  # noqa: E402
 from homelab.cli.images import images_app  # noqa: E402

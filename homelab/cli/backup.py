@@ -13,6 +13,7 @@ from homelab.cli.options import DEFAULT_CONFIG, ConfigOption, JsonOption
 
 if TYPE_CHECKING:
     from homelab.backup import Context
+    from homelab.runtime.docker import Docker
 
 backup_app = typer.Typer(
     cls=HandledGroup, help="Encrypted backups of the app datasets (ZFS snapshot -> rclone crypt).", no_args_is_help=True
@@ -30,14 +31,32 @@ StateOption = Annotated[
 ]
 
 
-def _ctx(config: Path, state_dir: Path | None, remote: str | None = None, *, read_only: bool = False) -> Context:
+def _ctx(
+    config: Path, state_dir: Path | None, remote: str | None = None, *, read_only: bool = False, engine: bool = False
+) -> Context:
     from homelab.backup import context
     from homelab.config.loader import load
 
-    ctx = context(load(config), state_dir=state_dir, remote=remote, read_only=read_only)
+    ctx = context(
+        load(config), state_dir=state_dir, remote=remote, read_only=read_only, engine=_engine() if engine else None
+    )
     for note in ctx.notes:
         typer.echo(f"note: {note}", err=True)
     return ctx
+
+
+def _engine() -> Docker | None:
+    """The engine the recovery bundle's dumps and image IDs come from; without one the bundle has neither."""
+    from homelab.errors import HomelabError
+    from homelab.runtime.docker import Docker
+
+    docker = Docker()
+    try:
+        docker.check()
+    except HomelabError as exc:
+        typer.echo(f"note: no database dumps in the recovery bundle: {exc}", err=True)
+        return None
+    return docker
 
 
 def _say(text: str) -> None:
@@ -57,7 +76,7 @@ def run_cmd(
     """Snapshot -> encrypted sync -> cryptcheck -> JSON record. Non-zero exit naming the cause on failure."""
     from homelab.backup import Progress, run_backup
 
-    report = run_backup(_ctx(config, state_dir, remote), dataset, progress=Progress, say=_say, deep=deep)
+    report = run_backup(_ctx(config, state_dir, remote, engine=True), dataset, progress=Progress, say=_say, deep=deep)
     r = report.record
     typer.echo(f"backup {r.id}: success, {r.files} files, {r.bytes} bytes, {r.duration} s")
 
@@ -109,10 +128,25 @@ def drill_cmd(
         bool | None, typer.Option("--full/--sample-only", help="Default: full when the last is 30+ days old.")
     ] = None,
     state_dir: StateOption = None,
+    whole: Annotated[
+        bool,
+        typer.Option(
+            "--recover", help="The whole recovery (`homelab recover`, no stack started) into scratch, compared."
+        ),
+    ] = False,
 ) -> None:
     """Restore a random sample (monthly: everything) into scratch and compare with the snapshot."""
     from homelab.backup import drill
 
+    if whole:
+        from homelab.backup.recovery_drill import recovery_drill
+
+        done = recovery_drill(_ctx(config, state_dir), say=_say)
+        typer.echo(
+            f"recovery drill ok: bundle {done.bundle}, {done.datasets} datasets identical to their snapshots, "
+            f"{done.sentinels} sentinels read back; RTO {done.rto_seconds}s, RPO {done.rpo_seconds}s"
+        )
+        return
     record = drill(_ctx(config, state_dir), sample=sample, full=full, say=_say)
     typer.echo(f"drill ok: {record.files} files restored and identical ({'full' if record.full else 'sample'})")
 

@@ -358,6 +358,8 @@ class Backup(Model):
         description="Seconds a transfer may make no progress (a remote lost mid-run) before the run stops "
         "with an error and releases its lock.",
     )
+    sentinels: bool = Field(True, description="Write each app's sentinel before a run; recover reads it back.")
+    recovery_drill_days: int = Field(31, ge=1, description="Age at which the last good recovery drill alerts.")
     state_dir: DataFolder | None = Field(
         None,
         description="Run records, file listings and the rclone config (0600); collectd reads "

@@ -9,7 +9,7 @@ from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
 from homelab.certs.expiry import TYPE_INSTANCE as CERT_TYPE_INSTANCE
 from homelab.config.models import Config
-from homelab.layout import project_name
+from homelab.layout import RECOVERY_DRILL, project_name
 from homelab.monitoring.inventory import Inventory, smart_disks, watched_disks
 from homelab.monitoring.plugins import CONTAINER_PLUGIN, SEL_PLUGIN, STATE_PLUGIN
 from homelab.monitoring.series import (
@@ -187,10 +187,14 @@ class Builder:
         remotes = sorted(config.backup.remotes) if config.backup is not None and config.backup.enabled else []
         for remote in remotes:
             self.add("backup", remote, "timestamp", "last_success", "timestamp", f"backup {remote} last success")
+        if remotes:  # `backup drill --recover` (homelab.backup.recovery_drill): the age of the last good one
+            self.add("backup", RECOVERY_DRILL, "gauge", "age_days", "days", "recovery drill: days since the last good")
+            self.add("backup", RECOVERY_DRILL, "count", "failed", "count", "recovery drill: the last one failed")
         for name in served_names:
             self.add(CERT_PLUGIN, name, CERT_TYPE, CERT_TYPE_INSTANCE, "days", f"{name} certificate")
         if remotes or cert_args:
-            self.plugins.append(Plugin("exec", {"backup_remotes": remotes, "cert_expiry": cert_args}))
+            drill = [RECOVERY_DRILL] if remotes else []
+            self.plugins.append(Plugin("exec", {"backup_remotes": remotes + drill, "cert_expiry": cert_args}))
 
     def containers(self, services: list[tuple[str, str]]) -> None:
         """Each service's containers (homelab's containers python plugin): memory in use and its limit,

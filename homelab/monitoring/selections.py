@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from homelab.certs.expiry import PLUGIN as CERT_PLUGIN
 from homelab.certs.expiry import TYPE as CERT_TYPE
+from homelab.layout import RECOVERY_DRILL
 from homelab.monitoring.plugins import CONTAINER_PLUGIN, SEL_PLUGIN, STATE_PLUGIN
 from homelab.monitoring.series import Catalog, Series
 
@@ -55,6 +56,12 @@ def dataset_used(catalog: Catalog) -> list[Series]:
 def certificate_days_left(catalog: Catalog) -> list[Series]:
     """Days until each served name's certificate expires, as the edge serves it."""
     return catalog.select(plugin=CERT_PLUGIN, type=CERT_TYPE)
+
+
+def recovery_drill(catalog: Catalog, type_instance: str) -> list[Series]:
+    """`backup drill --recover`'s `age_days` (since the last good one) or `failed` (the last one)."""
+    found = catalog.select(plugin="backup", plugin_instance=RECOVERY_DRILL)
+    return [s for s in found if s.type_instance == type_instance]
 
 
 def heartbeat(catalog: Catalog) -> Series:

@@ -45,7 +45,7 @@ class AlertSpec:
     summary: str
     no_data: NoDataState = "OK"
     window: int = WINDOW
-    area: Literal["hardware", "containers"] = "hardware"  # the rule's `homelab` label
+    area: Literal["hardware", "containers", "backups"] = "hardware"  # the rule's `homelab` label
     upper: float | None = None  # outside_range: the range's upper end (`threshold` its lower)
 
 
@@ -261,13 +261,42 @@ def _container_specs(catalog: Catalog) -> list[AlertSpec]:
     return specs
 
 
+def _recovery_drill_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
+    """The last good `backup drill --recover` older than backup.recovery_drill_days, or the last one failed.
+    No data (no drill yet) is OK: the first drill starts the clock, and `backup status` says "never"."""
+    days = plan.config.backup.recovery_drill_days if plan.config.backup else 0
+    specs = [
+        AlertSpec(
+            uid("recovery-drill-age"),
+            f"Recovery drill older than {days} days",
+            series.path,
+            "min",
+            "gt",
+            days,
+            "0s",
+            f"no `homelab backup drill --recover` has succeeded for more than {days} days",
+            area="backups",
+        )
+        for series in pick.recovery_drill(catalog, "age_days")
+    ]
+    specs += [
+        AlertSpec(
+            uid("recovery-drill-failed"), "Recovery drill failed", series.path, "max", "gt", 0, "0s",
+            "the last `homelab backup drill --recover` failed: `homelab backup status` says why", area="backups",
+        )
+        for series in pick.recovery_drill(catalog, "failed")
+    ]  # fmt: skip
+    return specs
+
+
 def alert_specs(plan: Plan, catalog: Catalog) -> list[AlertSpec]:
     heartbeat = AlertSpec(
         "no-data", "Metrics missing for 5 minutes", pick.heartbeat(catalog).path, "count", "lt", 1, "0s",
         "collectd has sent nothing for 5 minutes (collectd, carbon or the host is down)", "Alerting", SILENT_WINDOW,
     )  # fmt: skip
     hardware = _cpu_specs(plan, catalog) + _disk_specs(plan, catalog) + _bmc_specs(plan, catalog)
-    return hardware + _certificate_specs(catalog) + _container_specs(catalog) + [heartbeat]
+    backups = _recovery_drill_specs(plan, catalog)
+    return hardware + _certificate_specs(catalog) + _container_specs(catalog) + backups + [heartbeat]
 
 
 def _params(spec: AlertSpec) -> list[float]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from homelab.certs.expiry import PROGRAM as CERT_EXPIRY_PROGRAM
 from homelab.errors import ConfigError
 from homelab.layout import COLLECTD_IPMI_INCLUDE as IPMI_INCLUDE
+from homelab.layout import RECOVERY_DRILL
 from homelab.monitoring.series import ESCAPE, PREFIX, Catalog
 from homelab.plan_model import CARBON_PORT, Plan
 from homelab.render.templating import render_template
@@ -121,4 +122,5 @@ def backup_status_script(plan: Plan) -> str:
         host=plan.config.server.hostname,
         interval=plan.config.monitoring.interval,
         status_dir=plan.config.backup_state_dir,
+        recovery_drill=RECOVERY_DRILL,
     )

@@ -111,7 +111,8 @@ def _health(c: Catalog) -> list[Panel]:
         Panel("Load", "short", _with_ds(c.select(plugin="load"))),
         *_series("Memory", c.select(plugin="memory")),
         *_series("Uptime", c.select(plugin="uptime"), kind="stat", width=6),
-        *_series("Last successful backup", c.select(plugin="backup"), kind="stat", width=6),
+        *_series("Last successful backup", c.select(plugin="backup", type="timestamp"), kind="stat", width=6),
+        *_series("Days since the last good recovery drill", pick.recovery_drill(c, "age_days"), kind="stat", width=6),
         *_series("CPU temperature", pick.cpu_temperatures(c)),
     ]
 

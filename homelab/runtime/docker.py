@@ -119,6 +119,9 @@ class Engine(Protocol):
     def exec_to_file(
         self, project: str, stack_dir: Path, service: str, argv: Sequence[str], dest: Path, *, timeout: float
     ) -> None: ...
+    def exec_from_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], source: Path, *, timeout: float
+    ) -> str: ...
     def logs_argv(
         self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str
     ) -> list[str]: ...
@@ -250,8 +253,7 @@ class Docker:
         """`compose exec -T SERVICE ARGV...` in the running container, its output streamed into `dest`
         (0600, synced, through a temporary file renamed over it: a failed run leaves no half file).
         CommandFailed carries the program's stderr."""
-        full = [*self.compose_argv(), "-p", project, "--project-directory", str(stack_dir)]
-        full += [*self.compose_files(stack_dir), "exec", "-T", service, *argv]
+        full = self._exec_argv(project, stack_dir, service, argv)
         tmp = dest.with_name(f".{dest.name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -266,6 +268,18 @@ class Docker:
             tmp.replace(dest)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def _exec_argv(self, project: str, stack_dir: Path, service: str, argv: Sequence[str]) -> list[str]:
+        full = [*self.compose_argv(), "-p", project, "--project-directory", str(stack_dir)]
+        return [*full, *self.compose_files(stack_dir), "exec", "-T", service, *argv]
+
+    def exec_from_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], source: Path, *, timeout: float
+    ) -> str:
+        """`compose exec -T SERVICE ARGV...` reading `source` (UTF-8 text: a dump fed to psql); its output."""
+        return process.run(
+            self._exec_argv(project, stack_dir, service, argv), input=source.read_text("utf-8"), timeout=timeout
+        ).stdout
 
     def logs_argv(self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str) -> list[str]:
         argv = [*self.compose_argv(), "-p", project]

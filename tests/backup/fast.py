@@ -104,12 +104,12 @@ class FastLab:
         return self.rclone.root / "offsite" / "current" / KEY
 
 
-def make_fast_lab(tmp_path: Path, backup: dict | None = None) -> FastLab:
+def make_fast_lab(tmp_path: Path, backup: dict | None = None, apps: frozenset[str] = frozenset({"rstudio"})) -> FastLab:
     config = write_config(
         tmp_path / "cfg",
         pool="tank",
         mountpoint=tmp_path / "srv",
-        apps={"rstudio"},
+        apps=set(apps),
         remote_dir=tmp_path / "unused-remote",
         backup={"datasets": [KEY], **(backup or {})},
     )

@@ -87,7 +87,13 @@ def test_schedule_units_have_start_timeouts_and_install_enables_the_timers(lab: 
     assert sorted(p.name for p in paths) == sorted(written)
     assert systemd.calls == [
         ("daemon-reload",),
-        ("enable", "--now", "homelab-backup.timer", "homelab-backup-drill.timer"),
+        (
+            "enable",
+            "--now",
+            "homelab-backup.timer",
+            "homelab-backup-drill.timer",
+            "homelab-backup-recovery-drill.timer",
+        ),
     ]
     install(lab.loaded, tmp_path / "units", enable=False)  # ours: rewritten
     (tmp_path / "units" / "homelab-backup.timer").write_text("[Timer]\n# someone else's\n")

@@ -35,6 +35,9 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path, require_program) -> N
     assert "OnCalendar=Mon..Fri *-*-* 02:30:00" in timer
     service = (unit_dir / "homelab-backup.service").read_text()
     assert f"backup run --config {config}" in service
+    recovery = (unit_dir / "homelab-backup-recovery-drill.service").read_text()
+    assert f"backup drill --recover --config {config}" in recovery
+    assert "OnCalendar=*-*-15 05:00:00" in (unit_dir / "homelab-backup-recovery-drill.timer").read_text()
     proc = subprocess.run([analyze, "verify", *map(str, paths)], capture_output=True, text=True, check=False)
     ours = [line for line in proc.stderr.splitlines() if str(unit_dir) in line or "homelab-backup" in line]
     assert proc.returncode == 0 and not ours, proc.stderr

@@ -8,7 +8,8 @@ environment. Steer it with:
 up; running and healthy unless said), `ends[service]` (more container fields it gets at up, e.g. an OOM
 kill's exit code), `up_error[project]` (an exception up raises), `logs[container id]`,
 `local_images` (reference -> image id), `memory[container id]` (bytes in use), `version = None` (engine
-unreachable), `exec_output[service]` / `exec_error[service]` (what `exec_to_file` writes or raises).
+unreachable), `exec_output[service]` / `exec_error[service]` (what `exec_to_file` writes or raises),
+`exec_answer[service]` (what `exec_from_file` prints).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class FakeDocker:
         self.local_images: dict[str, str] = {}
         self.memory: dict[str, int] = {}  # container id -> bytes in use (`docker stats`)
         self.exec_output: dict[str, bytes] = {}
+        self.exec_answer: dict[str, str] = {}  # what exec_from_file prints
         self.exec_error: dict[str, Exception] = {}
         self.version: str | None = "27.3.1"
         self.compose: tuple[list[str], tuple[int, ...]] | EnvironmentProblem = COMPOSE
@@ -133,6 +135,14 @@ class FakeDocker:
             raise self.exec_error[service]
         dest.write_bytes(self.exec_output.get(service, f"-- output of {' '.join(argv)}\n".encode()))
         dest.chmod(0o600)
+
+    def exec_from_file(
+        self, project: str, stack_dir: Path, service: str, argv: Sequence[str], source: Path, *, timeout: float
+    ) -> str:
+        self.calls.append(("exec<", project, service, *argv, source.read_bytes()))
+        if service in self.exec_error:
+            raise self.exec_error[service]
+        return self.exec_answer.get(service, "")
 
     def logs_argv(self, project: str, stack_dir: Path | None, service: str, *, follow: bool, tail: str) -> list[str]:
         return [*COMPOSE[0], "-p", project, "logs", "--no-color", "--tail", tail, *(["-f"] if follow else []), service]

@@ -133,6 +133,7 @@ def write_config(
             "remotes": {"offsite": {"type": "local", "path": str(remote_dir)}},
             "schedule": "*-*-* 03:00:00",
             "retention": {"hourly": 24, "daily": 30, "monthly": 12},
+            "sentinels": False,  # the backup tests compare exact trees; the recovery tests turn them on
             **(backup or {}),
         }
     else:
