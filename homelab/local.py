@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.errors import CommandFailed, EnvironmentProblem
 from homelab.layout import LOCAL_DIR, STACKS_DIR
 from homelab.plan import build_plan

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 
 from homelab import apps
 from homelab.catalog import CatalogEntry, ServiceSpec, TcpRouteSpec, app_names, entry
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.config.models import App, Config
 from homelab.config.resources import Resources
 from homelab.errors import ConfigError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from homelab import writer
 from homelab.certs.staging import with_stages
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import build_plan
 from homelab.plan_model import Plan

@@ -6,7 +6,7 @@ import secrets as random
 from pathlib import Path
 
 from homelab import files
-from homelab.config.loader import LoadedConfig, secret_refs
+from homelab.config.loaded import LoadedConfig, secret_refs
 from homelab.config.secretfiles import MAX_SECRET_BYTES
 from homelab.errors import ConfigError
 from homelab.plan_model import Plan

@@ -29,8 +29,9 @@ from homelab.engine.drift import Drift, describe, mark_repairs
 from homelab.engine.model import ApplyResult, Convergence, select_stacks
 
 if TYPE_CHECKING:
-    from homelab.config.loader import LoadedConfig
-    from homelab.engine.interface import Engine, Guard, Progress
+    from homelab.config.loaded import LoadedConfig
+    from homelab.engine.interface import Engine
+    from homelab.engine.model import Guard, Progress
     from homelab.plan_model import Plan
     from homelab.project import RenderResult
 

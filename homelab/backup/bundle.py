@@ -32,7 +32,7 @@ from homelab.backup.context import BackupError, Context
 from homelab.backup.records import Record
 from homelab.backup.sentinel import Sentinel
 from homelab.certs.store import store_path
-from homelab.config.loader import secret_refs
+from homelab.config.loaded import secret_refs
 from homelab.errors import CommandFailed
 from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import build_plan

@@ -14,7 +14,7 @@ from homelab.backup import crypt, retention
 from homelab.backup.records import LastGood
 from homelab.backup.state import State, write_private
 from homelab.backup.zfs import Snapshots
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.config.models import Backup
 from homelab.config.secretfiles import MAX_SECRET_BYTES
 from homelab.errors import ConfigError, HomelabError

@@ -2,7 +2,7 @@
 recovery bundle carries, the sentinel row a run writes and a recovery reads back, and loading a dump into
 a server whose data folder could not start (homelab.backup.recover).
 
-Servers are found as upgrades find them (homelab.upgrade.run.stack_dumps: a service mounting a dataset as
+Servers are found as upgrades find them (homelab.upgrade.journal.stack_dumps: a service mounting a dataset as
 PGDATA). The sentinel row is a table of homelab's own, `homelab_sentinel (run, written)`, in the app's
 database: written through Postgres like the app's own rows, so it is in the pages the snapshot holds and
 in the dump.
@@ -19,8 +19,7 @@ from homelab.errors import CommandFailed
 from homelab.layout import STACKS_DIR, project_name
 from homelab.plan_model import Plan
 from homelab.runtime.docker import Engine
-from homelab.upgrade.journal import Dump
-from homelab.upgrade.run import stack_dumps
+from homelab.upgrade.journal import Dump, stack_dumps
 
 TIMEOUT = 3600
 TABLE = "homelab_sentinel"  # the sentinel rows (WRITE_ROW, READ_ROW)

@@ -47,7 +47,8 @@ from homelab.backup.recovery import (
 from homelab.backup.restore import chosen_listing, restore
 from homelab.backup.state import State, write_private
 from homelab.backup.zfs import Snapshots
-from homelab.config.loader import LoadedConfig, load
+from homelab.config.loaded import LoadedConfig
+from homelab.config.loader import load
 from homelab.engine.host import prepare_host
 from homelab.errors import CommandFailed, HomelabError
 from homelab.plan import build_plan

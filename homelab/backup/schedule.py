@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.errors import RefusedToOverwrite
 from homelab.runtime.systemd import Systemctl, SystemdDriver
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from homelab.certs import attempts, guard, staging
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.engine import compose as apply
 from homelab.engine.host import acme_json_path
 from homelab.engine.model import select_stacks

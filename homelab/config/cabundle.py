@@ -7,7 +7,7 @@ from __future__ import annotations
 import stat
 from collections.abc import Iterator
 
-from homelab.config.loader import LoadedConfig, Loc
+from homelab.config.loaded import LoadedConfig, Loc
 
 MAX_BUNDLE_BYTES = 1024 * 1024
 LOC: Loc = ("domain", "acme", "ca_bundle")

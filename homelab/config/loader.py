@@ -7,8 +7,6 @@ import json
 import re
 import types
 import typing
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,32 +14,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from homelab.config import yamlsafe
+from homelab.config.loaded import LoadedConfig, Loc, line_of
 from homelab.config.models import Config
 from homelab.errors import ConfigError
-
-Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class LoadedConfig:
-    """A validated config and where it came from (secret paths are relative to its folder)."""
-
-    config: Config
-    path: Path
-    lines: dict[Loc, int] = field(default_factory=dict, compare=False, repr=False)  # key -> its line
-
-    @property
-    def base_dir(self) -> Path:
-        return self.path.parent
-
-    def where(self, loc: Loc) -> str:
-        """`file:line` of a key, for problems found after loading (e.g. the RAM budget)."""
-        return f"{self.path}:{_line_of(loc, self.lines)}"
-
-    def secret_path(self, relative: str) -> Path:
-        # not resolved: resolving a symlink loop raises (with the path in its message) before any check
-        return self.base_dir / relative
-
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -87,12 +62,6 @@ def _line_index(node: yaml.Node, loc: Loc, index: dict[Loc, int], problems: list
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _line_index(item, (*loc, i), index, problems, name)
-
-
-def _line_of(loc: Loc, index: dict[Loc, int]) -> int:
-    while loc not in index and loc:
-        loc = loc[:-1]
-    return index.get(loc, 1)
 
 
 def _model_at(loc: Loc, root: type[BaseModel]) -> type[BaseModel] | None:
@@ -182,7 +151,7 @@ def parse_model(path: Path, model: type[M], *, missing: str, empty: str | None =
     except ValidationError as exc:
         for error in exc.errors():
             loc = _clean_loc(tuple(error["loc"]))
-            problems.append(f"{name}:{_line_of(loc, index)}: {_dotted(loc)}: {_message(error, model)}")
+            problems.append(f"{name}:{line_of(loc, index)}: {_dotted(loc)}: {_message(error, model)}")
         raise ConfigError(problems) from None
 
 
@@ -201,7 +170,7 @@ def load(path: Path | str) -> LoadedConfig:
     )
     loaded = LoadedConfig(config, path.resolve(), index)
     problems = [
-        f"{path}:{_line_of(loc, index)}: {_dotted(loc)}: {message}"
+        f"{path}:{line_of(loc, index)}: {_dotted(loc)}: {message}"
         for loc, message in (
             *cross_field_problems(config, index.__contains__),
             *folder_problems(config, loaded.base_dir),
@@ -212,20 +181,3 @@ def load(path: Path | str) -> LoadedConfig:
     if problems:
         raise ConfigError(problems)
     return loaded
-
-
-def secret_refs(model: BaseModel, loc: Loc = ()) -> Iterator[tuple[Loc, str]]:
-    """Every secret file path named in the config, with where it was named."""
-    for field_name in type(model).model_fields:
-        value = getattr(model, field_name)
-        here = (*loc, field_name)
-        if isinstance(value, BaseModel):
-            yield from secret_refs(value, here)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(item, BaseModel):
-                    yield from secret_refs(item, (*here, key))
-                elif field_name in ("dns_credentials", "secret_options"):
-                    yield (*here, key), item
-        elif field_name.endswith("_file") and isinstance(value, str):
-            yield here, value

@@ -8,7 +8,7 @@ import stat
 from collections.abc import Iterator
 
 from homelab import files
-from homelab.config.loader import LoadedConfig, Loc, secret_refs
+from homelab.config.loaded import LoadedConfig, Loc, secret_refs
 
 MAX_SECRET_BYTES = 64 * 1024
 # Characters a consumer cannot hold, by where the secret is written (the key's dotted path, `*` for a

@@ -20,8 +20,7 @@ from homelab.layout import COMPOSE_FILE, project_name
 
 if TYPE_CHECKING:
     from homelab.checks import Check
-    from homelab.engine.interface import Guard, Progress
-    from homelab.engine.model import ApplyResult, Convergence, Down
+    from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.plan_model import Plan
     from homelab.runtime.docker import Docker
     from homelab.runtime.swarm import Swarm

@@ -9,8 +9,7 @@ parametrized tests of tests/unit/test_engines.py against its recording fake.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,14 +17,10 @@ if TYPE_CHECKING:
     from homelab.checks import Check
     from homelab.config.models import Config
     from homelab.engine.drift import Drift
-    from homelab.engine.model import ApplyResult, Convergence, Down, StackPlan
+    from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.engine.status import ServiceStatus
     from homelab.plan_model import Plan
     from homelab.runtime.docker import Docker
-
-Progress = Callable[[str], None]
-# wraps each stack's step of `up` (homelab/upgrade/run.py: snapshot before, roll back on failure)
-Guard = Callable[["StackPlan"], AbstractContextManager[None]]
 
 
 class Engine(Protocol):

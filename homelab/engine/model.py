@@ -4,7 +4,8 @@ the engines, the upgrade guard and the `up` session share them without a circle.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -17,6 +18,11 @@ from homelab.runtime.docker import Container
 Action = Literal["create", "recreate", "start", "leave", "remove"]
 # Why: what decisions depend on (`reason` is the same for people, and may carry details).
 Cause = Literal["new", "config", "inputs", "image", "stopped", "unchanged", "removed"]
+
+
+Progress = Callable[[str], None]
+# wraps each stack's step of `up` (homelab/upgrade/run.py: snapshot before, roll back on failure)
+Guard = Callable[["StackPlan"], AbstractContextManager[None]]
 
 
 @dataclass(frozen=True)

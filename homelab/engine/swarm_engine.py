@@ -22,8 +22,7 @@ from homelab.layout import project_name
 if TYPE_CHECKING:
     from homelab.checks import Check
     from homelab.engine.drift import Drift
-    from homelab.engine.interface import Guard, Progress
-    from homelab.engine.model import ApplyResult, Convergence, Down
+    from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.engine.status import ServiceStatus
     from homelab.plan_model import Plan
     from homelab.runtime.docker import Docker

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from homelab.config.resources import size_bytes
 
 if TYPE_CHECKING:  # plan.py refuses an over-budget config through this module
-    from homelab.config.loader import LoadedConfig
+    from homelab.config.loaded import LoadedConfig
     from homelab.plan_model import Plan
 
 MIB = 1 << 20

@@ -11,7 +11,7 @@ import urllib.request
 from dataclasses import dataclass
 from email.message import EmailMessage
 
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.config.models import Smtp
 from homelab.errors import ConfigError, EnvironmentProblem
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 import yaml
 
-from homelab.config.loader import LoadedConfig
+from homelab.config.loaded import LoadedConfig
 from homelab.errors import CommandFailed, ConfigError, EnvironmentProblem
 from homelab.monitoring import inventory as inv
 from homelab.monitoring.listing import Sensor, merge, parse

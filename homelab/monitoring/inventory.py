@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from homelab.config.loader import LoadedConfig
+    from homelab.config.loaded import LoadedConfig
     from homelab.config.models import SensorOverride
 from homelab.monitoring.classes import SensorClass, classify
 from homelab.monitoring.listing import Sensor, Thresholds

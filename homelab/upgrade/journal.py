@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from homelab.errors import ExitCode, HomelabError
+from homelab.plan_model import Stack
 
 RECORDS_DIR = ".homelab-upgrades"
 DUMP_FILE = "homelab-upgrade-dump.sql"  # in the Postgres dataset, next to the pages it describes
@@ -147,3 +148,19 @@ def unsettled(out: Path, stacks: list[str] | None = None) -> list[str]:
                 f"`homelab up {record.stack}` or `homelab rollback {record.stack}` finishes it"
             )
     return lines
+
+
+PGDATA = "/var/lib/postgresql/data"  # the postgres image's data folder (homelab/images/facts/postgres.yaml)
+
+
+def stack_dumps(stack: Stack) -> tuple[Dump, ...]:
+    """The stack's Postgres servers: services that mount a dataset as PGDATA. User and database as the
+    image's entrypoint defaults them (docker-library/postgres docker-entrypoint.sh: POSTGRES_USER
+    defaults to postgres, POSTGRES_DB to the user)."""
+    dumps = []
+    for service in stack.services.values():
+        for mount in service.mounts:
+            if mount.target.rstrip("/") == PGDATA and not mount.source.startswith("./"):
+                user = service.environment.get("POSTGRES_USER", "postgres")
+                dumps.append(Dump(service.name, user, service.environment.get("POSTGRES_DB", user), mount.source))
+    return tuple(dumps)

@@ -42,12 +42,12 @@ from homelab.upgrade.journal import (
     Record,
     UpgradeRefused,
     process_started,
+    stack_dumps,
 )
 from homelab.upgrade.undo import abandon, marked, recover, roll_back, upgraded
 
 SNAPSHOT_PREFIX = "homelab-upgrade-"
 MIN_FREE = 64 << 20  # bytes free a dataset needs at least for the upgrade to write beside its snapshot
-PGDATA = "/var/lib/postgresql/data"  # the postgres image's data folder (homelab/images/facts/postgres.yaml)
 DUMP_TIMEOUT = 3600
 
 
@@ -70,19 +70,6 @@ def stack_datasets(plan: Plan, stack: Stack) -> tuple[str, ...]:
         for d in plan.datasets
         if any(src == d.path or src.startswith(d.path.rstrip("/") + "/") for src in sources)
     )
-
-
-def stack_dumps(stack: Stack) -> tuple[Dump, ...]:
-    """The stack's Postgres servers: services that mount a dataset as PGDATA. User and database as the
-    image's entrypoint defaults them (docker-library/postgres docker-entrypoint.sh: POSTGRES_USER
-    defaults to postgres, POSTGRES_DB to the user)."""
-    dumps = []
-    for service in stack.services.values():
-        for mount in service.mounts:
-            if mount.target.rstrip("/") == PGDATA and not mount.source.startswith("./"):
-                user = service.environment.get("POSTGRES_USER", "postgres")
-                dumps.append(Dump(service.name, user, service.environment.get("POSTGRES_DB", user), mount.source))
-    return tuple(dumps)
 
 
 def find_upgrades(convergence: Convergence, plan: Plan) -> list[Upgrade]:

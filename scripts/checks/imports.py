@@ -101,6 +101,16 @@ def graph() -> dict[str, set[str]]:
         for package in {t.rpartition(".")[0] for t in named_submodules}:
             if not _takes_names_from(module, package, known):
                 edges[name].discard(package)
+    # importing a submodule runs its packages' __init__ first: a package whose __init__ imports homelab modules
+    # is imported too (not the importer's own packages, which are running already)
+    importing_packages = {p for p in known if known[p].path.name == "__init__.py" and edges[p]}
+    for name in known:
+        for target in list(edges[name]):
+            package = target.rpartition(".")[0]
+            while package.count("."):
+                if package in importing_packages and not name.startswith(package + "."):
+                    edges[name].add(package)
+                package = package.rpartition(".")[0]
     return edges
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from homelab.config.loader import LoadedConfig, load
+from homelab.config.loaded import LoadedConfig
+from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.storage import apply_storage
 from tests.storage.zfs import make_pool, write_config, zfs_daemon  # noqa: F401 - fixtures

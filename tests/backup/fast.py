@@ -12,7 +12,8 @@ from pathlib import Path
 
 from homelab.backup import Context, context
 from homelab.backup.zfs import Snapshots
-from homelab.config.loader import LoadedConfig, load
+from homelab.config.loaded import LoadedConfig
+from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.runtime.zfs import Destroyed
 from tests.backup.conftest import KEY

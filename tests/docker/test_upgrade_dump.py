@@ -99,7 +99,7 @@ def postgres_image(work: Path) -> str:
         f"{standins.PREFIX}/postgres:upgrade",
         'ENTRYPOINT ["docker-entrypoint.sh"]',
         'CMD ["postgres"]',
-        f"ENV PGDATA={upgrade.PGDATA} PATH={standins.IMAGE_PATH}",
+        f"ENV PGDATA={upgrade_journal.PGDATA} PATH={standins.IMAGE_PATH}",
     )
 
 
@@ -119,7 +119,7 @@ class PgBox(Box):
         services, datasets = super().services(version)
         env = {"POSTGRES_USER": "nextcloud", "POSTGRES_DB": "nextcloud"}
         services["db"] = Service(
-            "db", self.pg_image, environment=env, mounts=[Mount(str(self.pg_data), upgrade.PGDATA, False)]
+            "db", self.pg_image, environment=env, mounts=[Mount(str(self.pg_data), upgrade_journal.PGDATA, False)]
         )
         datasets.append(Dataset(STACK, "db", self.pg_dataset, str(self.pg_data), {}, 70, 70, False, "pages"))
         return services, datasets
@@ -135,7 +135,7 @@ class PgBox(Box):
                 "POSTGRES_PASSWORD_FILE": "/run/secrets/db_password",
             },
             "secrets": ["db_password"],
-            "volumes": [f"{self.pg_data}:{upgrade.PGDATA}"],
+            "volumes": [f"{self.pg_data}:{upgrade_journal.PGDATA}"],
             "stop_signal": "SIGINT",  # the upstream Dockerfile's STOPSIGNAL
             "healthcheck": {
                 "test": ["CMD", "pg_isready", "-h", "127.0.0.1", "-p", "5432", "-U", "nextcloud", "-d", "nextcloud"],
@@ -208,7 +208,7 @@ def test_postgres_is_dumped_into_its_dataset_and_the_snapshot_holds_the_dump(pgb
 
     # the dump restores into an empty database: complete and consistent
     pgbox.sql("-c", "CREATE DATABASE restored")
-    pgbox.sql("-f", f"{upgrade.PGDATA}/{upgrade.DUMP_FILE}", database="restored")
+    pgbox.sql("-f", f"{upgrade_journal.PGDATA}/{upgrade.DUMP_FILE}", database="restored")
     assert pgbox.sql("-c", "SELECT body FROM notes", database="restored") == "before the upgrade"
 
     # the snapshot holds the dump: written after the upgrade, gone from the live dataset, back on rollback

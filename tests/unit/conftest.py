@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from homelab.config.loader import LoadedConfig, load
+from homelab.config.loaded import LoadedConfig
+from homelab.config.loader import load
 from homelab.plan_model import Plan
 from homelab.project import render_project
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from homelab.cli import app
 from homelab.cli import commands as _commands  # noqa: F401 - registers the commands
-from homelab.config.loader import LoadedConfig, load
+from homelab.config.loaded import LoadedConfig
+from homelab.config.loader import load
 from homelab.errors import RefusedToOverwrite, WriteFailed
 from homelab.project import render_project
 

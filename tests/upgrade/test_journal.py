@@ -225,7 +225,7 @@ def _cloud(deployment: Deployment) -> tuple[ImageDocker, FakeZfs, Path]:
     ]
     docker = ImageDocker(zfs, *running)
     docker.hashes[CLOUD] = {c.service: c.config_hash or "" for c in running} | {"nextcloud": "hash-new"}
-    (dump,) = upgrade.stack_dumps(stack)
+    (dump,) = upgrade_journal.stack_dumps(stack)
     Path(dump.folder).mkdir(parents=True)
     db = next(d for d in deployment.plan.datasets if d.path == dump.folder)
     os.chown(dump.folder, db.uid, db.gid)  # as `storage apply` leaves a mountpoint (up refuses another owner)
@@ -244,10 +244,10 @@ def _up_cloud(deployment: Deployment, docker: ImageDocker, zfs: FakeZfs, said: l
 
 
 def test_the_catalogs_postgres_is_found_with_its_user_and_database(deployment: Deployment) -> None:
-    (dump,) = upgrade.stack_dumps(deployment.plan.stacks["cloud"])
+    (dump,) = upgrade_journal.stack_dumps(deployment.plan.stacks["cloud"])
     assert (dump.service, dump.user, dump.database) == ("db", "nextcloud", "nextcloud")
     assert dump.folder == next(d.path for d in deployment.plan.datasets if d.key == "nextcloud/db")
-    assert upgrade.stack_dumps(deployment.plan.stacks["dev"]) == ()  # gitea keeps SQLite
+    assert upgrade_journal.stack_dumps(deployment.plan.stacks["dev"]) == ()  # gitea keeps SQLite
 
 
 def test_postgres_is_dumped_into_its_dataset_before_the_snapshot(deployment: Deployment) -> None:
