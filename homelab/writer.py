@@ -166,13 +166,13 @@ class _Transaction:
     def stage(self, target: Path, content: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
         self.ensure_dir(target.parent)
         temp = target.with_name(f".{target.name}{NEW}")
+        self.staged.append((temp, target))  # before it exists: an abort at any point removes it
         try:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()  # left by a process that was killed mid-render
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:
             raise _failed(target, exc) from None
-        self.staged.append((temp, target))
         try:
             try:
                 write_all(fd, content)

@@ -236,3 +236,36 @@ def test_systemd_analyze_agrees_on_the_next_elapse(require_program) -> None:  # 
         mine = oncalendar.next_elapse(spec, now)
         assert elapse is not None and mine is not None, expression
         assert elapse.endswith(f"{mine:%Y-%m-%d %H:%M:%S} UTC"), (expression, elapse, mine)
+
+
+def _random_expressions(count: int, seed: int) -> list[str]:
+    """Expressions built from pieces near every rule's edge: ranges, repeats, `~`, weekdays, zones."""
+    import random
+
+    pick = random.Random(seed).choice  # noqa: S311 - a reproducible sample, not a secret
+    atoms = ["*", "0", "1", "03", "7", "12", "13", "23", "24", "28", "29", "30", "31", "32", "59", "60",
+             "1..5", "5..1", "3..3", "1..2/3", "1/2", "0/15", "23/2", "1,2", "1.5", "2150", "69", "1969",
+             "2199", "2200"]  # fmt: skip
+    days = ["", "Mon ", "Sat,Sun ", "Mon..Fri ", "Fri..Mon ", "Mon-Wed,Fri ", "Sunday "]
+    zones = ["", " UTC", " Europe/Berlin", " GMT", " utc", " UTC+1", " Nowhere/City"]
+    shapes = [
+        lambda: f"{pick(days)}{pick(atoms)}-{pick(atoms)}-{pick(atoms)} {pick(atoms)}:{pick(atoms)}:{pick(atoms)}",
+        lambda: f"{pick(days)}{pick(atoms)}:{pick(atoms)}",
+        lambda: f"{pick(days)}*-{pick(atoms)}~{pick(atoms)} {pick(atoms)}:00",
+        lambda: f"{pick(days)}{pick(atoms)}-{pick(atoms)}",
+    ]
+    return sorted({(pick(shapes)() + pick(zones)).strip() for _ in range(count)})
+
+
+@pytest.mark.real
+def test_systemd_analyze_agrees_on_random_expressions(require_program) -> None:  # type: ignore[no-untyped-def]
+    """Beyond the table: a seeded sample near the rules' edges, verdict and `never` alike."""
+    analyze = require_program("systemd-analyze")
+    disagree = []
+    for expression in _random_expressions(300, seed=32):
+        code, elapse = _systemd_next(analyze, expression)
+        spec = oncalendar.spec_of(expression)
+        mine_never = spec is not None and oncalendar.next_elapse(spec, oncalendar.now_in(spec)) is None
+        if (code == 0) != (spec is not None) or (code == 0 and (elapse == "never") != mine_never):
+            disagree.append((expression, code, elapse))
+    assert disagree == []
