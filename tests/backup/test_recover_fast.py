@@ -3,6 +3,7 @@ The real programs (zfs-fuse, rclone crypt, `rclone serve sftp`) are in test_reco
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from homelab.backup import BackupError, run_backup
 from homelab.backup.recover import RecoverError, Target, TargetNotEmpty, recover, rewrite_config
 from homelab.errors import ExitCode
 from homelab.layout import project_name
+from homelab.plan import build_plan
 from tests.backup.conftest import KEY, fill, tree
 from tests.backup.fast import FastLab, make_fast_lab
 from tests.fakes.docker import FakeDocker, container
@@ -22,6 +24,8 @@ DUMP = b"--\n-- PostgreSQL database dump\n--\n\nCREATE TABLE t ();\n\n--\n-- Pos
 def _lab(tmp_path: Path, **kwargs: object) -> FastLab:
     lab = make_fast_lab(tmp_path, backup={"sentinels": True}, **kwargs)  # type: ignore[arg-type]
     fill(lab.data, small=5, large=0, sparse=1 << 12)
+    (d,) = [d for d in build_plan(lab.loaded).datasets if d.key == KEY]
+    os.chown(lab.data, d.uid, d.gid)  # as `up` leaves it (it refuses a folder of another owner)
     return lab
 
 
