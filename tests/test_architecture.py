@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
-from pathlib import Path
+import sys
+from types import ModuleType
 
 from tests.conftest import REPO
 
@@ -39,39 +41,6 @@ def test_shared_names_import_nothing_of_homelab() -> None:
     assert not [m for m in imported if m.split(".")[0] == "homelab"], imported
 
 
-PURE = (
-    "config", "profiles", "catalog.py", "plan.py", "plan_model.py", "apps", "monitoring", "render",
-    "layout.py", "certs/expiry.py", "yamlio.py", "images/budget.py", "files.py",
-)  # fmt: skip
-PURE_MODULES = {"homelab." + p.removesuffix(".py").replace("/", ".") for p in PURE} | {"homelab.errors"}
-
-
-def _homelab_imports(path: Path) -> set[str]:
-    """Every homelab module `path` imports, at the top or inside a function."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module == "homelab":
-            found |= {f"homelab.{a.name}" for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-    return {m for m in found if m.split(".")[0] == "homelab"}
-
-
-def test_load_plan_and_render_import_nothing_below_them() -> None:
-    files = [p for name in PURE for p in ([PACKAGE / name] if name.endswith(".py") else (PACKAGE / name).rglob("*.py"))]
-    files = [p for p in files if p.name not in ("discover.py", "delivery.py", "snapshot.py")]  # monitoring's verbs
-    assert len(files) > 15, files
-    wrong = {
-        f"{path.relative_to(REPO)} imports {module}"
-        for path in files
-        for module in _homelab_imports(path)
-        if not any(module == pure or module.startswith(pure + ".") for pure in PURE_MODULES)
-    }
-    assert not wrong, sorted(wrong)
-
-
 def test_outside_programs_are_spelled_only_in_runtime_drivers() -> None:
     """The issue's check, `grep -rn '"zfs"\\|"zpool"\\|"rclone"' homelab/`, finds only homelab/runtime/."""
     literal = re.compile("|".join(f'"{p}"' for p in PROGRAMS))
@@ -83,3 +52,43 @@ def test_outside_programs_are_spelled_only_in_runtime_drivers() -> None:
         if literal.search(line)
     ]
     assert not found, "argv of outside programs outside homelab/runtime/:\n" + "\n".join(found)
+
+
+def _imports_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("imports", REPO / "scripts" / "checks" / "imports.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["imports"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+IMPORTS = _imports_module()
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    """Every import counts (top level, in a function, under TYPE_CHECKING): two modules in a circle cannot be
+    read, tested or moved apart."""
+    edges = IMPORTS.graph()
+    assert sum(len(targets) for targets in edges.values()) > 300  # the graph is really read
+    assert not IMPORTS.circles(edges), "import circles:\n" + "\n".join(map(str, IMPORTS.circles(edges)))
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert IMPORTS.circles(edges) == [["a", "b", "c"]]
+
+
+def test_no_layer_imports_one_below_it() -> None:
+    assert not IMPORTS.upward_imports(IMPORTS.graph()), "\n".join(IMPORTS.upward_imports(IMPORTS.graph()))
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [m.rel for m in IMPORTS.modules().values() if IMPORTS.layer_of(m) is None]
+    assert not unplaced, f"modules in no layer of scripts/checks/imports.py LAYERS: {unplaced}"
+
+
+def test_the_docs_layer_table_is_the_checked_one() -> None:
+    """docs/architecture.md shows the layers the import test enforces (regenerate with
+    `.venv/bin/python scripts/checks/imports.py`)."""
+    assert IMPORTS.layer_table() in DOC.read_text(encoding="utf-8")

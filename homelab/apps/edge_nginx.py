@@ -6,8 +6,8 @@ are a read-only file certbot's HTTP library trusts (REQUESTS_CA_BUNDLE)."""
 from __future__ import annotations
 
 from homelab.apps import web_ports
+from homelab.certs.policy import ACME_CA_BUNDLE, TSIG_SECRET
 from homelab.plan_model import AppContext, Mount
-from homelab.render.edge_traefik import ACME_CA_BUNDLE, TSIG_SECRET
 
 
 def customize(ctx: AppContext) -> None:

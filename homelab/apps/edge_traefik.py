@@ -5,8 +5,7 @@ as files (`<VARIABLE>_FILE`, which lego reads), never as values; a private ACME 
 from __future__ import annotations
 
 from homelab.apps import web_ports
-from homelab.plan_model import AppContext, Mount
-from homelab.render.edge_traefik import (
+from homelab.certs.policy import (
     ACME_CA_BUNDLE,
     EXEC_PROGRAM,
     HTTPREQ_SECRETS,
@@ -15,6 +14,7 @@ from homelab.render.edge_traefik import (
     httpreq_env,
     rfc2136_env,
 )
+from homelab.plan_model import AppContext, Mount
 
 
 def customize(ctx: AppContext) -> None:

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from homelab.certs.policy import name_sets
 from homelab.layout import EDGE_STACK, project_name
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import name_sets
 from homelab.runtime.docker import Engine
 
 LOG_LINES = 2000  # the edge's log since it started: a few lines per order

@@ -23,11 +23,11 @@ import dns.tsig
 import dns.tsigkeyring
 import dns.update
 
+from homelab.certs.policy import TSIG_SECRET, name_sets
 from homelab.checks import Check
 from homelab.config.dns01 import Rfc2136
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import TSIG_SECRET, name_sets
 
 DNS_CHECK = "DNS credentials"
 CHALLENGE_LABEL = "_acme-challenge"

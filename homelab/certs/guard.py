@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
+from homelab.certs.policy import ca_server, name_sets, staging_server
 from homelab.certs.staging import with_stages
 from homelab.certs.store import Holdings, Reader, ca_kind_of_url, read_here, read_holdings
 from homelab.errors import Refused
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import ca_server, name_sets, staging_server
 
 # A request whose certificate has not appeared by then is counted as a failed validation.
 ISSUE_SLACK = timedelta(hours=2)  # Let's Encrypt backdates notBefore by one hour

@@ -29,12 +29,12 @@ import dns.update
 
 from homelab.certs import dns_update
 from homelab.certs.dns_update import DNS_CHECK
+from homelab.certs.policy import HTTPREQ_SECRETS, ca_server, httpreq_credentials, name_sets
 from homelab.certs.store import ca_kind_of_url
 from homelab.checks import Check
 from homelab.config.dns01 import Httpreq
 from homelab.layout import EDGE_STACK, secret_name
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import HTTPREQ_SECRETS, ca_server, httpreq_credentials, name_sets
 
 LETSENCRYPT_CAA = "letsencrypt.org"  # the issuer domain Let's Encrypt checks CAA records for
 CHALLENGE_PORT = {"http": 80, "tls": 443}

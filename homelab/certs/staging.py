@@ -3,7 +3,7 @@ once staging issued it is production asked. Staging's limits are far above produ
 set-up (closed port, wrong DNS credentials, a CAA record) burns staging attempts, never production ones.
 
 certbot does it in one run (certbot.sh.j2: `--dry-run` against staging, then the real order). Traefik has
-two resolvers sharing acme.json and each router names one (edge_traefik.resolver_for, the switch), from
+two resolvers sharing acme.json and each router names one (homelab.certs.policy.resolver_for, the switch), from
 the sets this module finds past staging. A certificate Traefik holds for a name stops any other resolver
 from ordering it (traefik/traefik#8633), so the staging certificate must leave acme.json, with Traefik
 stopped, before production can be asked: promote() does that, and notes the set in the ledger (per
@@ -22,11 +22,11 @@ from pathlib import Path
 
 from homelab.certs.attempts import traefik_failures
 from homelab.certs.ledger import Ledger, ledger_path, load_ledger
+from homelab.certs.policy import RESOLVER, STAGING_RESOLVER, ca_server, name_sets, staging_server
 from homelab.certs.store import Issued, read_resolvers
 from homelab.engine.host import acme_json_path
 from homelab.ownership import write_atomic
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER, ca_server, name_sets, staging_server
 
 
 def _covered(names: frozenset[str], held: list[Issued]) -> bool:

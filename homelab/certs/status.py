@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from homelab.certs import guard
 from homelab.certs.attempts import Failure, last_failures
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
+from homelab.certs.policy import ca_server, certificate_names, staging_server
 from homelab.certs.store import CHALLENGE_NAMES, Holdings, Issued, Reader, ca_kind_of_url, read_here, read_holdings
 from homelab.checks import Check, Level
 from homelab.errors import HomelabError
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import ca_server, certificate_names, staging_server
 
 WEEK = timedelta(days=7)
 

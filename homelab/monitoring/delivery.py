@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 
 from homelab.config.loaded import LoadedConfig
-from homelab.config.models import Smtp
+from homelab.config.monitoring import Smtp
 from homelab.errors import ConfigError, EnvironmentProblem
 
 TEST_SUBJECT = "homelab test alert"

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from homelab.config.loaded import LoadedConfig
-    from homelab.config.models import SensorOverride
+    from homelab.config.monitoring import SensorOverride
 from homelab.monitoring.classes import SensorClass, classify
 from homelab.monitoring.listing import Sensor, Thresholds
 from homelab.monitoring.states import StateType, guess_type

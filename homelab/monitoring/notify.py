@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from homelab.config.models import Monitoring, Smtp
+from homelab.config.monitoring import Monitoring, Smtp
 
 SMTP_PASSWORD_SECRET = "smtp_password"  # noqa: S105 - the secret's name
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from homelab.certs.policy import ca_server, name_sets, staging_server
 from homelab.plan_model import Plan
 from homelab.render import tls_policy
-from homelab.render.edge_traefik import ca_server, name_sets, staging_server
 from homelab.render.rendering import Rendering
 from homelab.render.templating import render_template
 

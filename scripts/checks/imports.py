@@ -21,31 +21,37 @@ PACKAGE = REPO / "homelab"
 # Top to bottom: a module may import its own layer and the layers above it, never one below.
 # A module belongs to the layer of the longest prefix that names it (a folder, or a module path).
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("shared", "names, records and errors every layer may use; they import nothing below", (
+    ("shared", "names, errors and safe file reading every layer may use; they import nothing below", (
         "homelab/__init__.py", "homelab/layout.py", "homelab/yamlio.py", "homelab/errors.py", "homelab/redact.py",
-        "homelab/checks.py", "homelab/engine/model.py",
+        "homelab/checks.py", "homelab/files.py", "homelab/signals.py",
     )),
     ("load", "homelab.yaml -> Config, the app catalog, hardware profiles", (
         "homelab/config/", "homelab/profiles/", "homelab/catalog.py",
     )),
-    ("plan", "Config -> Plan (pure data)", (
-        "homelab/plan", "homelab/apps/", "homelab/images/budget.py", "homelab/images/facts.py", "homelab/memory.py",
-        "homelab/certs/policy.py", "homelab/certs/expiry.py", "homelab/monitoring/",
+    ("plan", "Config -> Plan (pure data): its records, the apps' hooks, the image facts, the metric catalog", (
+        "homelab/plan.py", "homelab/plan_model.py", "homelab/apps/", "homelab/images/budget.py",
+        "homelab/images/facts.py", "homelab/certs/policy.py", "homelab/certs/expiry.py", "homelab/monitoring/",
     )),
     ("render", "Plan -> {path: bytes}", ("homelab/render/",)),
-    ("writer", "diff against disk, write atomically, generate secrets", (
-        "homelab/writer.py", "homelab/ownership.py", "homelab/secrets.py",
+    ("writer", "diff against disk, write atomically, generate secrets, one writer per config folder", (
+        "homelab/writer.py", "homelab/ownership.py", "homelab/secrets.py", "homelab/folderlock.py",
     )),
     ("runtime", "one driver per outside program", ("homelab/runtime/",)),
-    ("verbs", "act on the machine through the drivers", (
+    ("verbs", "act on the machine through the drivers: the engines, certificates, backups, upgrades, storage", (
         "homelab/engine/", "homelab/certs/", "homelab/backup/", "homelab/upgrade/", "homelab/storage.py",
-        "homelab/doctor.py", "homelab/images/", "homelab/monitoring/discover.py", "homelab/monitoring/notify.py",
-        "homelab/monitoring/snapshot.py", "homelab/local.py", "homelab/init.py",
+        "homelab/doctor.py", "homelab/images/", "homelab/memory.py", "homelab/monitoring/discover.py",
+        "homelab/monitoring/delivery.py", "homelab/monitoring/snapshot.py", "homelab/local.py", "homelab/init.py",
     )),
-    ("session", "whole commands as library calls: load, plan once, render, converge, apply, wait, report", (
-        "homelab/project.py", "homelab/up.py", "homelab/reference.py",
+    ("session", "whole commands as library calls: `up` (Plan once, render, converge, apply, wait), recover", (
+        "homelab/project.py", "homelab/up.py", "homelab/certs/switch.py", "homelab/backup/recover.py",
+        "homelab/backup/recovery_drill.py",
     )),
-    ("cli", "Typer commands: parse, call the library, print", ("homelab/cli/", "homelab/__main__.py")),
+    ("cli", "Typer commands: parse, call the library, print", (
+        "homelab/cli/", "homelab/__main__.py", "homelab/entry.py", "homelab/reference.py",
+    )),
+    ("plugins", "collectd python plugins, copied into the collectd image: they import nothing of homelab", (
+        "homelab/collectd_plugins/",
+    )),
 )  # fmt: skip
 
 

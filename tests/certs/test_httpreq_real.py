@@ -24,14 +24,15 @@ import pytest
 import yaml
 from cryptography import x509
 
+from homelab.certs.policy import EXEC_PROGRAM as EXEC_PATH
+from homelab.certs.policy import RESOLVER
 from homelab.certs.store import UnreadableStore, read_resolvers
 from homelab.config.loader import load
 from homelab.engine.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.plan_model import SECRETS_MOUNT
 from homelab.render import render_all
-from homelab.render.edge_traefik import EXEC_PROGRAM as EXEC_PATH
-from homelab.render.edge_traefik import RESOLVER, dynamic_config, static_config
+from homelab.render.edge_traefik import dynamic_config, static_config
 from homelab.secrets import user_secret_values
 from tests.certs.edges_native import traefik_routes as routes
 from tests.certs.httpreq import Endpoint, httpreq_config, httpreq_endpoint, provider_config

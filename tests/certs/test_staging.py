@@ -14,6 +14,7 @@ import yaml
 
 from homelab.certs import staging
 from homelab.certs.ledger import ledger_path, load_ledger
+from homelab.certs.policy import LETSENCRYPT, LETSENCRYPT_STAGING, RESOLVER, STAGING_RESOLVER
 from homelab.certs.store import read_resolvers
 from homelab.config.loader import load
 from homelab.engine.host import acme_json_path
@@ -21,14 +22,7 @@ from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render import edge_nginx, render_all
-from homelab.render.edge_traefik import (
-    LETSENCRYPT,
-    LETSENCRYPT_STAGING,
-    RESOLVER,
-    STAGING_RESOLVER,
-    route_labels,
-    static_config,
-)
+from homelab.render.edge_traefik import route_labels, static_config
 from homelab.secrets import user_secret_values
 from tests.certs.conftest import LE_PROD, LE_STAGING, STAGING, dns01_config, make_cert
 

@@ -26,18 +26,13 @@ from cryptography import x509
 
 from homelab.certs import staging
 from homelab.certs.ledger import ledger_path, load_ledger
+from homelab.certs.policy import RESOLVER, STAGING_RESOLVER, rfc2136_env
 from homelab.certs.store import UnreadableStore, read_resolvers
 from homelab.config.loader import load
 from homelab.engine.host import acme_json_path
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
-from homelab.render.edge_traefik import (
-    RESOLVER,
-    STAGING_RESOLVER,
-    dynamic_config,
-    rfc2136_env,
-    static_config,
-)
+from homelab.render.edge_traefik import dynamic_config, static_config
 from tests.certs.conftest import dns01_config
 from tests.certs.edges_native import traefik_routes as routes
 from tests.certs.named import Named, named

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from homelab.certs import staging, switch
 from homelab.certs.ledger import Order, ledger_path, load_ledger
+from homelab.certs.policy import RESOLVER, STAGING_RESOLVER
 from homelab.certs.store import read_resolvers
 from homelab.cli import app
 from homelab.config.loader import load
@@ -23,7 +24,6 @@ from homelab.engine import compose as apply
 from homelab.engine.host import acme_json_path
 from homelab.errors import Refused
 from homelab.plan import build_plan
-from homelab.render.edge_traefik import RESOLVER, STAGING_RESOLVER
 from homelab.runtime import docker as docker_module
 from tests.certs.conftest import LE_STAGING, NOW, STAGING, make_cert
 from tests.certs.test_staging import _acme

@@ -133,7 +133,7 @@ def test_a_discrete_sensor_s_type_from_what_ipmitool_printed_then_its_name(
 
 
 def test_homelab_yaml_switches_a_sensor_s_rules(project: Path) -> None:
-    from homelab.config.models import SensorOverride
+    from homelab.config.monitoring import SensorOverride
 
     inventory = board_inventory("hpe-dl360-gen9")
     changed, problems = inv.with_overrides(

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from homelab.config.loader import load
-from homelab.config.models import Ipmi
+from homelab.config.monitoring import Ipmi
 from homelab.monitoring.catalog_builder import catalog_for
 from homelab.plan import build_plan
 from homelab.render import render_all

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from homelab.config.loader import load
-from homelab.config.models import Ipmi
+from homelab.config.monitoring import Ipmi
 from homelab.plan import build_plan
 from homelab.render import render_all
 from homelab.render.alerts import alert_specs
