@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.backup_phases import BESIDE, ORDER, profile_run  # noqa: E402
 from homelab.backup import context, restore, run_backup  # noqa: E402
-from homelab.backup.zfs import Snapshots, open_snapshot  # noqa: E402
+from homelab.backup.snapshots import Snapshots, open_snapshot  # noqa: E402
 from homelab.config.loader import load  # noqa: E402
 from homelab.plan import build_plan  # noqa: E402
 from homelab.storage import apply_storage  # noqa: E402

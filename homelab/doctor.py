@@ -34,7 +34,8 @@ def run_checks(
     zfs: Zfs | None = None,
     engine: StackEngine | None = None,
 ) -> list[Check]:
-    from homelab.certs import preflight, status
+    from homelab.certs import name_status as status
+    from homelab.certs import preflight
 
     checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
     checks += [*_zfs(plan, zfs or ZfsCli()), *_owners(plan), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]

@@ -12,8 +12,8 @@ from pathlib import Path
 from homelab import files
 from homelab.backup import crypt, retention
 from homelab.backup.records import LastGood
+from homelab.backup.snapshots import Snapshots
 from homelab.backup.state import State, write_private
-from homelab.backup.zfs import Snapshots
 from homelab.config.loaded import LoadedConfig
 from homelab.config.models import Backup
 from homelab.config.secretfiles import MAX_SECRET_BYTES

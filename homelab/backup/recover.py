@@ -45,8 +45,8 @@ from homelab.backup.recovery import (
     save_journal,
 )
 from homelab.backup.restore import chosen_listing, restore
+from homelab.backup.snapshots import Snapshots
 from homelab.backup.state import State, write_private
-from homelab.backup.zfs import Snapshots
 from homelab.config.loaded import LoadedConfig
 from homelab.config.loader import load
 from homelab.engine.host import prepare_host

@@ -34,7 +34,7 @@ def certs(
         return
     from functools import partial
 
-    from homelab.certs.status import statuses
+    from homelab.certs.name_status import statuses
     from homelab.config.loader import load
     from homelab.engine.interface import engine_for
     from homelab.plan import build_plan

@@ -1,7 +1,7 @@
 """The Compose engine: each stack a compose project on this machine's Docker Engine (engine: compose).
 
 The verbs of homelab/engine/interface.py on top of compose.py (convergence, apply), health.py (the gate),
-drift.py and status.py; `begin` takes down homelab's swarm stacks when the engine was swarm before.
+drift.py and service_status.py; `begin` takes down homelab's swarm stacks when the engine was swarm before.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from homelab.certs.store import read_here
 from homelab.engine import compose
 from homelab.engine.drift import Drift, find_drift, status_drift
 from homelab.engine.health import compose_down
-from homelab.engine.status import ServiceStatus, status_rows
+from homelab.engine.service_status import ServiceStatus, status_rows
 from homelab.engine.swarm import SWARM_MARK, leave_swarm
 from homelab.layout import COMPOSE_FILE, project_name
 

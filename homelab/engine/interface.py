@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from homelab.config.models import Config
     from homelab.engine.drift import Drift
     from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
-    from homelab.engine.status import ServiceStatus
+    from homelab.engine.service_status import ServiceStatus
     from homelab.plan_model import Plan
     from homelab.runtime.docker import Docker
 

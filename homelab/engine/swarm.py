@@ -27,7 +27,7 @@ from homelab.engine.swarm_files import JOB_TIMEOUT, prepare_on_nodes
 from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK, PROJECT_PREFIX, SECRETS_DIR, STACK_FILE, project_name
 from homelab.plan_model import Plan
-from homelab.render.swarm import content_digest, digest_variable
+from homelab.render.swarm_stack import content_digest, digest_variable
 from homelab.render.yamldump import dump
 from homelab.runtime.docker import Engine
 from homelab.runtime.swarm import SPEC_LABEL, Node, Service, Swarm, Task

@@ -20,7 +20,7 @@ from homelab.engine.host import Needed, mounted_by, needed
 from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK
 from homelab.plan_model import Plan
-from homelab.render.swarm import placement
+from homelab.render.swarm_stack import placement
 from homelab.runtime.swarm import JOB_ROOT, JobNotStarted, Swarm
 
 JOB_TIMEOUT = 120  # a job waits for its node like any task (an image already there: seconds)

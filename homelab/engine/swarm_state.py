@@ -11,12 +11,12 @@ from ipaddress import ip_network
 from homelab.certs.store import Reader, read_here
 from homelab.checks import Check
 from homelab.engine.model import Down
-from homelab.engine.status import ServiceStatus, _expiry, _when, served_certificates
+from homelab.engine.service_status import ServiceStatus, _expiry, _when, served_certificates
 from homelab.engine.swarm import task_reason
 from homelab.errors import CommandFailed
 from homelab.layout import PROJECT_PREFIX, project_name
 from homelab.plan_model import Plan
-from homelab.render.swarm import EDGE_LABEL, STORAGE_LABEL
+from homelab.render.swarm_stack import EDGE_LABEL, STORAGE_LABEL
 from homelab.runtime.docker import describe_failure
 from homelab.runtime.swarm import Node, Service, Swarm, Task
 

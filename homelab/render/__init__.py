@@ -15,7 +15,8 @@ from homelab.render.rendering import Rendering as Rendering
 def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
     """Every file for every stack. `secret_values` holds the user-provided secrets that must be
     embedded in secret config files (ddclient.conf, collectd's IPMI block)."""
-    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring, swarm
+    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring
+    from homelab.render import swarm_stack as swarm
 
     rendering = Rendering()
     swarm_engine = plan.config.engine == "swarm"

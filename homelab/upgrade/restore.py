@@ -2,7 +2,7 @@
 
 `zfs rollback` can only return to a dataset's newest snapshot and, with -r, destroys every newer one (a
 backup's, a later upgrade's, the safety snapshot just taken). So the snapshot is read through a clone
-(homelab.backup.zfs.Snapshots, as backups read theirs: zfs-fuse has no .zfs/snapshot) and the live
+(homelab.backup.snapshots.Snapshots, as backups read theirs: zfs-fuse has no .zfs/snapshot) and the live
 dataset is made equal to it, file by file: what the snapshot lacks is removed, what differs is copied back,
 owners, modes and modification times are set as the snapshot has them. Every newer snapshot stays.
 
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from homelab.backup.zfs import Snapshots
+from homelab.backup.snapshots import Snapshots
 from homelab.engine.model import StackPlan
 from homelab.errors import CommandFailed, HomelabError
 from homelab.runtime.docker import Engine

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from homelab.backup import Context, context
-from homelab.backup.zfs import Snapshots
+from homelab.backup.snapshots import Snapshots
 from homelab.config.loaded import LoadedConfig
 from homelab.config.loader import load
 from homelab.plan import build_plan

@@ -104,7 +104,7 @@ def test_schedule_units_have_start_timeouts_and_install_enables_the_timers(lab: 
 @pytest.fixture
 def wired(lab: FastLab, monkeypatch: pytest.MonkeyPatch) -> FastLab:
     """The CLI builds its own context: hand it the lab's fakes instead of the real drivers."""
-    from homelab.backup.zfs import Snapshots
+    from homelab.backup.snapshots import Snapshots
 
     module = importlib.import_module("homelab.backup.context")  # the module, not the function of that name
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from homelab.backup import BackupError, context, restore, run_backup, verify
-from homelab.backup.zfs import open_snapshot
+from homelab.backup.snapshots import open_snapshot
 from tests.backup.conftest import KEY, Lab, cli_argv, fill, make_lab, tree
 
 pytestmark = pytest.mark.real

@@ -19,7 +19,7 @@ import pytest
 
 from homelab.backup import BackupError, context, restore, run_backup
 from homelab.backup.lock import running_datasets
-from homelab.backup.zfs import open_snapshot
+from homelab.backup.snapshots import open_snapshot
 from homelab.config.loader import load
 from tests.backup.conftest import KEY, Lab, fill, tree
 from tests.backup.test_served_remotes import Server, _lab, _serve, served_config

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from homelab.backup import BackupError, context, drill, names, restore, run_backup, verify
-from homelab.backup.zfs import open_snapshot
+from homelab.backup.snapshots import open_snapshot
 from homelab.runtime.rclone import Result
 from tests.backup import hostile_names as hostile
 from tests.backup.conftest import KEY, Lab, attributes, make_lab, tree

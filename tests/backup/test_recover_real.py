@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from homelab.backup import context, run_backup
 from homelab.backup.recover import RecoverError, Target, recover
 from homelab.backup.recovery_drill import recovery_drill
-from homelab.backup.zfs import open_snapshot
+from homelab.backup.snapshots import open_snapshot
 from homelab.cli import app
 from homelab.config.loader import load
 from homelab.plan import build_plan

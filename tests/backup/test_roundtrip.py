@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from homelab.backup import BackupError, context, drill, restore, run_backup, status
-from homelab.backup.zfs import open_snapshot
+from homelab.backup.snapshots import open_snapshot
 from homelab.cli.backup import backup_app
 from tests.backup.conftest import CANARY, KEY, UNICODE_NAMES, assert_links_and_holes, attributes, fill, tree
 

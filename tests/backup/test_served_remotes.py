@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from homelab.backup import BackupError, context, restore, run_backup, verify
-from homelab.backup.zfs import open_snapshot
+from homelab.backup.snapshots import open_snapshot
 from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.runtime.rclone import find_rclone

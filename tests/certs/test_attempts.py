@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from homelab.certs import attempts, challenges
 from homelab.certs.ledger import Ledger, Order
-from homelab.certs.status import name_statuses
+from homelab.certs.name_status import name_statuses
 from homelab.certs.store import Holdings, Issued
 from homelab.cli import app
 from homelab.config.loader import load

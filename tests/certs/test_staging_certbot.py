@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from homelab.certs.ledger import Ledger
-from homelab.certs.status import name_statuses
+from homelab.certs.name_status import name_statuses
 from homelab.certs.store import read_certbot
 from homelab.config.loader import load
 from homelab.plan import build_plan

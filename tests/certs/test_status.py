@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from typer.testing import CliRunner
 
-from homelab.certs import status as status_module
+from homelab.certs import name_status as status_module
 from homelab.certs.ledger import Ledger
-from homelab.certs.status import name_statuses
+from homelab.certs.name_status import name_statuses
 from homelab.certs.store import UnreadableStore, read_holdings, store_path
 from homelab.cli import app
 from homelab.runtime import docker as docker_module

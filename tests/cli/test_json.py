@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from homelab.checks import Check
 from homelab.cli import app
-from homelab.engine.status import ServiceStatus
+from homelab.engine.service_status import ServiceStatus
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from homelab.certs.ledger import Ledger
-from homelab.certs.status import name_statuses
+from homelab.certs.name_status import name_statuses
 from homelab.certs.store import read_certbot
 from tests.contract.edge_support import free_port
 from tests.contract.test_edge_nginx_certbot import pebble, pebble_plan

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from homelab.certs.ledger import Ledger
-from homelab.certs.status import name_statuses
+from homelab.certs.name_status import name_statuses
 from homelab.certs.store import UnreadableStore, read_acme_json
 from homelab.config.loader import load
 from homelab.plan import build_plan

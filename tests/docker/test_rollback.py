@@ -26,7 +26,7 @@ from test_upgrade import REPO, RUN, STACK, Box, box, versions  # noqa: F401 - fi
 from test_upgrade_dump import PgBox, pgbox, postgres  # noqa: F401 - fixtures
 
 from homelab.backup import Context, context, run_backup
-from homelab.backup.zfs import Snapshots
+from homelab.backup.snapshots import Snapshots
 from homelab.config.loader import load
 from homelab.errors import HomelabError
 from homelab.plan import build_plan

@@ -63,7 +63,7 @@ def test_status_certs_and_the_guard_read_acme_json_on_the_edge_node_without_its_
     import datetime as dt
     import json
 
-    from homelab.certs.status import statuses
+    from homelab.certs.name_status import statuses
     from homelab.engine.swarm_engine import SwarmEngine
     from tests.unit.test_cli_stack import _acme_with_certificate
 

@@ -1,4 +1,4 @@
-"""engine: swarm renders stack files (homelab/render/swarm.py): goldens for the example, and the rules."""
+"""engine: swarm renders stack files (homelab/render/swarm_stack.py): goldens for the example, and the rules."""
 
 from __future__ import annotations
 

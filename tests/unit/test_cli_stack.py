@@ -151,7 +151,7 @@ def test_status_table_and_its_exit_code(deployment: Deployment, engine: FakeDock
 
 
 def test_status_with_an_unreadable_acme_json_shows_no_expiry(deployment: Deployment, engine: FakeDocker) -> None:
-    from homelab.engine import status
+    from homelab.engine import service_status as status
 
     acme = deployment.mount / "edge" / "acme" / "acme.json"
     acme.parent.mkdir(parents=True)
