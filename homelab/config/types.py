@@ -39,7 +39,7 @@ def _hostname(value: str) -> str:
 
 def _host_port(value: str) -> str:
     host, _, port = value.partition(":")
-    _hostname(host)
+    _address(host)  # an update server may be named by its address (a LAN dyndns2 server, a test's 127.0.0.1)
     if port and not (port.isdigit() and 0 < int(port) < 65536):
         raise ValueError(f"{value!r}: the port after ':' must be a number from 1 to 65535")
     return value
