@@ -93,6 +93,8 @@ def one(work: Path, loaded, server, n: int) -> dict[str, float]:  # type: ignore
             result = recover(target)
             times["recover"] = time.monotonic() - started
             times["rto"] = result.rto
+            steps = ", ".join(f"{name} {seconds:.1f}s" for name, seconds, _ in result.steps if seconds >= 0.1)
+            print(f"    recover's steps: {steps}", flush=True)
     shutil.rmtree(work / f"plain-{n}", ignore_errors=True)
     shutil.rmtree(work / f"recovered-{n}", ignore_errors=True)
     shutil.rmtree(work / f"recovered-cfg-{n}", ignore_errors=True)
