@@ -9,6 +9,7 @@ upstream's docker-entrypoint.sh this test relies on (ENTRYPOINT below). The app 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,6 +177,7 @@ def pgbox(engine, versions, postgres, make_pool, tmp_path, monkeypatch) -> Itera
                 ).stdout.strip()
             )
         )  # fmt: skip
+    os.chown(folders[1], 70, 70)  # the db's uid:gid, as `storage apply` leaves a mountpoint (up refuses another)
     yield PgBox(
         tmp_path / "stacks",
         f"{pool}/app",

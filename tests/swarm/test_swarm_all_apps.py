@@ -30,7 +30,7 @@ def test_every_app_answers_over_https_through_the_swarm_provider(swarm, world, t
     orders_before = lab.pebble.orders()
     try:
         result = lab.up("--timeout", "240")
-        assert "all converged" in result.stdout, result.stdout
+        assert "all healthy" in result.stdout, result.stdout
         assert not lab.containers(), "compose containers on a swarm deployment"
         for app, host in lab.hosts().items():
 

@@ -57,7 +57,7 @@ def _serving(lab):  # type: ignore[no-untyped-def]
 
 def test_switch_to_swarm_serves_https_through_the_swarm_provider_keeping_data_and_certificate(lab) -> None:  # type: ignore[no-untyped-def]
     out = lab.switch.stdout
-    assert "compose project taken down" in out and "all converged" in out, out
+    assert "compose project taken down" in out and "all healthy" in out, out
     assert not lab.containers(), "compose containers left after the switch"
     assert set(lab.services()) == {"traefik", "socket-proxy", "gitea"}
     body, cert = _serving(lab)
