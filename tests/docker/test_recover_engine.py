@@ -46,9 +46,11 @@ BACKED_UP += ["jenkins/home", "rstudio/home"]  # not nextcloud/db: the recovery 
 # Files an app's start-up writes on every start, so a recovered dataset that has started differs there:
 # Plex's Preferences.xml (facts/plex.yaml startup: 40-plex-first-run:26,28 edits it in every new container, and
 # the server keeps its settings in it), Nextcloud's init lock (facts/nextcloud.yaml: entrypoint.sh:137,277) and
-# the cron stand-in's environment dump (tests/docker/images/faithful/standin, its /cron.sh).
+# the cron stand-in's environment dump (tests/docker/images/faithful/standin, its /cron.sh), Gitea's app.ini
+# (facts/gitea.yaml: the rootless entrypoint's docker-setup.sh and environment-to-ini write it at each start).
 REWRITTEN_AT_START = {
     "plex/config": {PLEX_PREFERENCES},
+    "gitea/config": {"app.ini"},
     "nextcloud/html": {"nextcloud-init-sync.lock", "standin-cron-env"},
 }
 
