@@ -24,6 +24,9 @@ from dockerlab import HOMELAB, free_port, make_deployment, remove_homelab_resour
 from test_upgrade_dump import postgres_image
 
 from homelab.backup.sentinel import PLEX_PREFERENCES
+from homelab.config.loader import load
+from homelab.images.facts import all_facts
+from homelab.plan import build_plan
 from tests.backup.conftest import tree
 from tests.backup.test_recover_real import _remote_spec
 from tests.backup.test_served_remotes import _remote, _serve
@@ -43,16 +46,23 @@ BACKED_UP = ["edge/acme", "plex/config", "nextcloud/html", "nextcloud/data", "gi
 BACKED_UP += ["jenkins/home", "rstudio/home"]  # not nextcloud/db: the recovery starts it from its dump
 
 
-# Files an app's start-up writes on every start, so a recovered dataset that has started differs there:
-# Plex's Preferences.xml (facts/plex.yaml startup: 40-plex-first-run:26,28 edits it in every new container, and
-# the server keeps its settings in it), Nextcloud's init lock (facts/nextcloud.yaml: entrypoint.sh:137,277) and
-# the cron stand-in's environment dump (tests/docker/images/faithful/standin, its /cron.sh), Gitea's app.ini
-# (facts/gitea.yaml: the rootless entrypoint's docker-setup.sh and environment-to-ini write it at each start).
-REWRITTEN_AT_START = {
-    "plex/config": {PLEX_PREFERENCES},
-    "gitea/config": {"app.ini"},
-    "nextcloud/html": {"nextcloud-init-sync.lock", "standin-cron-env"},
-}
+def rewritten_at_start(config: Path) -> dict[str, set[str]]:
+    """Per dataset, the files its services' start-ups write on every start (the image facts' `write`
+    operations without `unless`, under the service's mount of the dataset), so a recovered dataset that has
+    started differs there; plus the cron stand-in's environment dump (tests/docker/images/faithful/standin)."""
+    facts = all_facts()
+    plan = build_plan(load(config))
+    out: dict[str, set[str]] = {d.key: set() for d in plan.datasets}
+    by_path = {d.path: d.key for d in plan.datasets}
+    for stack in plan.stacks.values():
+        for service in stack.services.values():
+            image = facts.get(service.image)
+            ops = [op for op in image.startup if op.do == "write" and not op.unless] if image else []
+            for mount in (m for m in service.mounts if m.source in by_path):
+                target = mount.target.rstrip("/") + "/"
+                out[by_path[mount.source]] |= {op.path.removeprefix(target) for op in ops if op.path.startswith(target)}
+    out["nextcloud/html"].add("standin-cron-env")
+    return out
 
 
 def test_recover_brings_every_stack_up_and_every_sentinel_back(world, make_pool, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -114,10 +124,10 @@ def test_recover_brings_every_stack_up_and_every_sentinel_back(world, make_pool,
                 assert project in healthy, healthy
             assert "unhealthy" not in healthy and "starting" not in healthy, healthy
             # Traefik rewrites acme.json once it runs (on both sides): the certificates came back, not its bytes;
-            # the files the apps' start-ups write on every start are compared without their bytes
+            # the files the apps' start-ups write on every start (their image facts) are compared by presence
             for key in (k for k in BACKED_UP if k != "edge/acme"):
                 recovered, kept = tree(tmp_path / "dst" / key), source[key]
-                rewritten = REWRITTEN_AT_START.get(key, set())
+                rewritten = rewritten_at_start(lab.config)[key]
                 assert {p: h for p, h in recovered.items() if p not in rewritten} == {
                     p: h for p, h in kept.items() if p not in rewritten
                 }, key
