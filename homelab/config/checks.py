@@ -8,10 +8,9 @@ import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from homelab.config.loaded import Loc
 from homelab.config.models import Config
 from homelab.layout import LOCAL_DIR, STACKS_DIR
-
-Loc = tuple[str | int, ...]
 
 # Native ZFS properties a dataset can be created with (OpenZFS 2.1, zfsprops(7)); a user property has a ':'
 ZFS_PROPERTIES = frozenset(

@@ -10,6 +10,7 @@ on any import from a layer into one below it.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +66,12 @@ class Module:
         return self.path.relative_to(REPO).as_posix()
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for the imports it names and the names it takes from a package."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def modules() -> dict[str, Module]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -76,7 +83,7 @@ def modules() -> dict[str, Module]:
 
 def _imported_names(module: Module) -> Iterator[str]:
     package = module.name if module.path.name == "__init__.py" else module.name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(module.path)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -121,7 +128,7 @@ def graph() -> dict[str, set[str]]:
 
 
 def _takes_names_from(module: Module, package: str, known: dict[str, Module]) -> bool:
-    for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(module.path)):
         if (
             isinstance(node, ast.ImportFrom)
             and node.module == package
