@@ -4,9 +4,9 @@ Both edges read it only when they first talk to the CA, where a bad file would f
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Iterator
 
+from homelab import files
 from homelab.config.loaded import LoadedConfig, Loc
 
 MAX_BUNDLE_BYTES = 1024 * 1024
@@ -19,19 +19,10 @@ def ca_bundle_problems(loaded: LoadedConfig) -> Iterator[tuple[Loc, str]]:
         return
     path = loaded.secret_path(relative)
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            yield LOC, f"{path} is not a regular file (the edge mounts it as one)"
-            return
-        if info.st_size > MAX_BUNDLE_BYTES:
-            yield LOC, f"{path} is larger than {MAX_BUNDLE_BYTES // 1024} KiB: not a CA bundle"
-            return
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        yield LOC, f"{path} does not exist (the path is relative to homelab.yaml's folder)"
-        return
-    except OSError as exc:
-        yield LOC, f"{path} cannot be read ({exc.strerror or type(exc).__name__})"
+        raw = files.read_bytes(path, MAX_BUNDLE_BYTES)
+    except files.Unreadable as exc:
+        hint = " (the path is relative to homelab.yaml's folder)" if exc.kind == "missing" else ""
+        yield LOC, f"{path}: {exc.reason}{hint}"
         return
     from cryptography import x509  # only when a bundle is configured: it is slow to import
 

@@ -5,6 +5,7 @@ programs run this very configuration in test_dns01_issuance.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,10 @@ def test_ca_bundle_is_a_read_only_file_the_acme_client_trusts(
 
 
 @pytest.mark.parametrize(("make", "problem"), [
-    (lambda p: None, "does not exist (the path is relative to homelab.yaml's folder)"),
-    (lambda p: p.mkdir(), "is not a regular file (the edge mounts it as one)"),
-    (lambda p: p.write_text("not a certificate\n"), "holds no PEM certificate (expected -----BEGIN CERTIFICATE-----"),
+    (lambda p: None, ": no such file (the path is relative to homelab.yaml's folder)"),
+    (lambda p: p.mkdir(), ": it is a folder, not a regular file"),
+    (lambda p: os.mkfifo(p), ": it is a named pipe (FIFO), not a regular file"),  # would block a plain read
+    (lambda p: p.write_text("not a certificate\n"), " holds no PEM certificate (expected -----BEGIN CERTIFICATE-----"),
 ])  # fmt: skip
 def test_ca_bundle_is_checked_at_load(tmp_path: Path, make: Any, problem: str) -> None:
     bundle = tmp_path / "ca.pem"
@@ -96,7 +98,7 @@ def test_ca_bundle_is_checked_at_load(tmp_path: Path, make: Any, problem: str) -
     line = next(i for i, text in enumerate(config.read_text().splitlines(), 1) if "ca_bundle:" in text)
     with pytest.raises(ConfigError) as raised:
         load(config)
-    assert str(raised.value).startswith(f"{config}:{line}: domain.acme.ca_bundle: {bundle} {problem}")
+    assert str(raised.value).startswith(f"{config}:{line}: domain.acme.ca_bundle: {bundle}{problem}")
     result = CliRunner().invoke(app, ["validate", "--config", str(config)])
     assert result.exit_code == 2
-    assert f"domain.acme.ca_bundle: {bundle} {problem}" in result.stderr
+    assert f"domain.acme.ca_bundle: {bundle}{problem}" in result.stderr
