@@ -10,6 +10,7 @@ from pathlib import Path
 
 from homelab.config.loaded import Loc
 from homelab.config.models import Config
+from homelab.config.sso import sso_problems
 from homelab.layout import LOCAL_DIR, STACKS_DIR
 
 # Native ZFS properties a dataset can be created with (OpenZFS 2.1, zfsprops(7)); a user property has a ':'
@@ -105,6 +106,8 @@ def _sections(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[
             hosts.append((("apps", app, "subdomain"), app, settings.subdomain or app))
     if not config.monitoring.enabled:
         hosts.pop(0)
+    if config.sso.enabled:
+        hosts.append((("sso", "subdomain"), "the sso portal", config.sso.subdomain))
     for loc, owner, label in hosts:
         if label in taken:
             yield loc, f"subdomain {label!r} is already used by {taken[label]}"
@@ -165,6 +168,7 @@ def _map_keys(config: Config) -> Iterator[tuple[Loc, str]]:
 def cross_field_problems(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[Loc, str]]:
     yield from _sections(config, written)
     yield from _map_keys(config)
+    yield from sso_problems(config.sso)
 
 
 def folder_problems(config: Config, base_dir: Path) -> Iterator[tuple[Loc, str]]:

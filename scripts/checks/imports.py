@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     )),
     ("render", "Plan -> {path: bytes}", ("homelab/render/",)),
     ("writer", "diff against disk, write atomically, generate secrets, one writer per config folder", (
-        "homelab/writer.py", "homelab/ownership.py", "homelab/secrets.py", "homelab/folderlock.py",
+        "homelab/writer.py", "homelab/ownership.py", "homelab/secrets.py", "homelab/folderlock.py", "homelab/sso_passwd.py",
     )),
     ("runtime", "one driver per outside program", ("homelab/runtime/",)),
     ("verbs", "act on the machine through the drivers: the engines, certificates, backups, upgrades, storage", (
