@@ -13,7 +13,7 @@ from homelab.config.loaded import LoadedConfig, Loc, secret_refs
 
 MAX_SECRET_BYTES = 64 * 1024
 # A user's password file holds what `homelab sso passwd` writes: a bcrypt hash, never the password
-SSO_PASSWORD = "sso.users.*.password_file"
+HASH_KEY = "sso.users.*.password_file"
 BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
 # Characters a consumer cannot hold, by where the secret is written (the key's dotted path, `*` for a
 # free name). ddclient.conf quotes the password in '...' (the renderer refuses ' and \ there too);
@@ -49,7 +49,7 @@ def content_problem(loc: Loc, raw: bytes) -> str | None:
         return "the secret file contains a control character"
     if value != value.strip():
         return "the secret starts or ends with a blank (it would be trimmed by some consumers)"
-    if _pattern(loc) == SSO_PASSWORD and not BCRYPT_HASH.fullmatch(value):
+    if _pattern(loc) == HASH_KEY and not BCRYPT_HASH.fullmatch(value):
         return f"the secret file holds no bcrypt password hash: write it with `homelab sso passwd {loc[2]}`"
     forbidden, why = _FORBIDDEN.get(_pattern(loc), ("", ""))
     bad = sorted({c for c in value if c in forbidden})

@@ -37,17 +37,13 @@ class SsoApp(Model):
         description="forward-auth (the edge asks the portal before every request), oidc (the app's own "
         "OpenID Connect login against the portal) or none (the app's own login only)."
     )
-    groups: list[GroupName] = Field(
-        default_factory=list, description="Groups allowed in; empty: every signed-in user."
-    )
+    groups: list[GroupName] = Field(default_factory=list, description="Groups allowed in; empty: every signed-in user.")
 
 
 class Sso(Model):
     enabled: bool = Field(False, description="Run the single sign-on portal and put the apps behind it.")
     subdomain: Subdomain = Field("auth", description="The portal's host label under domain.name.")
-    session_hours: int = Field(
-        12, ge=1, le=720, description="Hours a sign-in lasts (LemonLDAP::NG's session timeout)."
-    )
+    session_hours: int = Field(12, ge=1, le=720, description="Hours a sign-in lasts (LemonLDAP::NG's session timeout).")
     groups: list[GroupName] = Field(default_factory=list, description="The groups users can be in.")
     users: dict[Login, SsoUser] = Field(default_factory=dict, description="The people who can sign in, by login.")
     apps: dict[str, SsoApp] = Field(

@@ -1,0 +1,265 @@
+"""Contract: single sign-on as rendered, for real. Debian's LemonLDAP::NG 2.16 runs the rendered portal
+configuration (users file, Perl password check, lemonldap-ng.ini, its web server); the real NGINX edge and
+the real Traefik edge run their rendered configuration in front of local app stand-ins. The client
+(httpx) follows redirects like a browser, with the real names in SNI, Host and cookies.
+
+The portal runs once for the module; each edge kind in turn on the same public port.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from homelab.plan_model import Plan
+from tests.contract.edge_support import Edge, LocalCA, free_port, nginx_edge, traefik_edge
+from tests.contract.sso_support import PASSWORDS, Portal, client, form, portal, sign_in, sso_plan
+
+pytestmark = pytest.mark.real
+
+CLOUD, GIT, STUDIO, MEDIA = "cloud.example.com", "git.example.com", "rstudio.example.com", "plex.example.com"
+PORTAL = "auth.example.com"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sso")
+
+
+@pytest.fixture(scope="module")
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def pki(folder: Path) -> LocalCA:
+    return LocalCA(folder / "pki")
+
+
+@pytest.fixture(scope="module")
+def plans(folder: Path, port: int) -> dict[str, tuple[Plan, dict[str, str]]]:
+    return {kind: sso_plan(folder / kind, port, kind=kind) for kind in ("nginx", "traefik")}
+
+
+@pytest.fixture(scope="module")
+def llng(plans: dict[str, tuple[Plan, dict[str, str]]]) -> Iterator[Portal]:
+    plan, secrets = plans["nginx"]  # the portal's configuration does not depend on the edge's kind
+    with portal(plan, secrets) as running_portal:
+        yield running_portal
+
+
+@pytest.fixture(scope="module", params=["nginx", "traefik"])
+def edge(
+    request: pytest.FixtureRequest,
+    plans: dict[str, tuple[Plan, dict[str, str]]],
+    llng: Portal,
+    folder: Path,
+    pki: LocalCA,
+    port: int,
+) -> Iterator[Edge]:
+    plan, _ = plans[request.param]
+    if request.param == "nginx":
+        running = nginx_edge(
+            plan,
+            folder / "run-nginx",
+            pki,
+            https_port=port,
+            upstreams={"sso": f"127.0.0.1:{llng.portal_port}"},
+            sso_auth=f"127.0.0.1:{llng.auth_port}",
+        )
+    else:
+        running = traefik_edge(
+            plan,
+            folder / "run-traefik",
+            pki,
+            https_port=port,
+            backend_urls={"sso": f"http://127.0.0.1:{llng.portal_port}"},
+            tweak_dynamic=lambda d: d["http"]["middlewares"]["sso"]["forwardAuth"].update(
+                address=f"http://127.0.0.1:{llng.auth_port}/traefik"
+            ),
+        )
+    with running as started:
+        yield started
+
+
+def url(edge: Edge, host: str, path: str = "/") -> str:
+    return f"https://{host}:{edge.https_port}{path}"
+
+
+def identity(response: httpx.Response) -> dict[str, str]:
+    """The Remote-* headers the app stand-in received."""
+    return dict(json.loads(response.headers["X-Backend-Identity"]))
+
+
+def test_unauthenticated_request_goes_to_the_portal(edge: Edge, llng: Portal) -> None:
+    with client(edge.ca_file, follow=False) as http:
+        first = http.get(url(edge, CLOUD, "/apps/files/?dir=/Photos&x=a%20b"))
+    assert first.status_code == 302, (first.status_code, first.text[:300], llng.log())
+    target = urlsplit(first.headers["Location"])
+    assert (target.scheme, target.netloc) == ("https", f"{PORTAL}:{edge.https_port}")
+    back = base64.b64decode(parse_qs(target.query)["url"][0]).decode()
+    assert back == url(edge, CLOUD, "/apps/files/?dir=/Photos&x=a%20b")
+
+
+def test_sign_in_returns_to_the_exact_page_with_the_users_identity(edge: Edge, llng: Portal) -> None:
+    asked = url(edge, CLOUD, "/apps/files/?dir=/Photos&x=a%20b")
+    with client(edge.ca_file) as http:
+        response = sign_in(http, asked, "alice", PASSWORDS["alice"])
+        assert response.status_code == 200, (response.status_code, response.url, response.text[:400], llng.log())
+        assert str(response.url) == asked
+        assert response.text == "nextcloud GET /apps/files/?dir=/Photos&x=a%20b 0 https\n"
+        assert len(response.history) <= 3, [str(r.url) for r in response.history]  # post -> app, no loop
+        assert identity(response) == {
+            "Remote-User": "alice",
+            "Remote-Groups": "family; admins",
+            "Remote-Email": "alice@example.com",
+            "Remote-Name": "Alice A",
+        }
+        # one session for every app: another guarded app lets alice in without a portal visit
+        studio = http.get(url(edge, STUDIO, "/s/1"))
+        assert studio.status_code == 200 and not studio.history and identity(studio)["Remote-User"] == "alice"
+
+
+def test_session_cookie_is_secure_httponly_samesite_for_the_domain(edge: Edge) -> None:
+    with client(edge.ca_file) as http:
+        response = sign_in(http, url(edge, GIT, "/"), "bob", PASSWORDS["bob"])
+        assert response.status_code == 200
+        cookies = [h for r in (*response.history, response) for h in r.headers.get_list("set-cookie")]
+    session = [
+        c for c in cookies if c.startswith("homelab_sso=") and c.split(";")[0] not in ("homelab_sso=0", "homelab_sso=")
+    ]
+    assert session, cookies
+    attributes = {part.strip().split("=")[0].lower(): part.strip() for part in session[0].split(";")[1:]}
+    assert {"secure", "httponly", "samesite", "domain"} <= attributes.keys(), session[0]
+    assert attributes["samesite"].lower() == "samesite=lax"
+    assert attributes["domain"].lower() in ("domain=example.com", "domain=.example.com")
+
+
+def test_wrong_password_and_unknown_user_are_refused(edge: Edge) -> None:
+    for user, password in (("bob", PASSWORDS["alice"]), ("bob", ""), ("mallory", PASSWORDS["bob"])):
+        with client(edge.ca_file) as http:
+            response = sign_in(http, url(edge, CLOUD, "/x"), user, password)
+            assert response.status_code in (200, 401), response.status_code
+            assert urlsplit(str(response.url)).hostname == PORTAL
+            assert 'name="password"' in response.text  # the form again
+            assert "homelab_sso" not in {c.name for c in http.cookies.jar if c.value not in ("", "0")}
+            again = http.get(url(edge, CLOUD, "/x"))
+            assert urlsplit(str(again.url)).hostname == PORTAL
+
+
+def test_user_outside_the_apps_groups_gets_403(edge: Edge) -> None:
+    with client(edge.ca_file) as http:
+        assert sign_in(http, url(edge, CLOUD, "/"), "bob", PASSWORDS["bob"]).status_code == 200
+        refused = http.get(url(edge, STUDIO, "/"))
+        assert refused.status_code == 403
+        assert "rstudio GET" not in refused.text
+        assert http.get(url(edge, GIT, "/")).status_code == 200  # bob's group (family) is let in there
+
+
+def test_logout_ends_access_to_every_app(edge: Edge) -> None:
+    with client(edge.ca_file) as http:
+        assert sign_in(http, url(edge, CLOUD, "/"), "alice", PASSWORDS["alice"]).status_code == 200
+        assert http.get(url(edge, STUDIO, "/")).status_code == 200
+        out = http.get(url(edge, PORTAL, "/?logout=1"))
+        assert out.status_code == 200
+        for host in (CLOUD, STUDIO, GIT):
+            after = http.get(url(edge, host, "/private"))
+            assert urlsplit(str(after.url)).hostname == PORTAL, (host, after.status_code, str(after.url))
+            assert 'name="password"' in after.text
+
+
+@pytest.mark.parametrize(
+    ("host", "path"),
+    [
+        (CLOUD, "/remote.php/dav/files/alice/a.txt"),
+        (CLOUD, "/public.php/webdav/"),
+        (CLOUD, "/ocs/v2.php/cloud/capabilities?format=json"),
+        (CLOUD, "/login/v2"),
+        (CLOUD, "/index.php/login/v2/poll"),
+        (CLOUD, "/status.php"),
+        (GIT, "/alice/dotfiles.git/info/refs?service=git-upload-pack"),
+        (GIT, "/alice/dotfiles/git-upload-pack"),
+        (GIT, "/api/v1/repos/alice/dotfiles"),
+        (GIT, "/api/healthz"),
+    ],
+)
+def test_bypass_paths_reach_the_app_without_a_session(edge: Edge, host: str, path: str) -> None:
+    with client(edge.ca_file, follow=False) as http:
+        response = http.get(url(edge, host, path), headers={"Remote-User": "admin", "Remote-Groups": "admins"})
+    assert response.status_code == 200, (response.status_code, response.headers.get("location"))
+    assert response.text.split(" ")[1:3] == ["GET", path]
+    assert identity(response) == {}  # the spoofed identity never reaches the app, signed in or not
+
+
+@pytest.mark.parametrize(
+    ("host", "path"),
+    [
+        (CLOUD, "/"),
+        (CLOUD, "/index.php/apps/files"),
+        (CLOUD, "/remote.phpx/dav"),
+        (CLOUD, "/status.php.bak"),
+        (CLOUD, "/apps/remote.php/dav"),
+        (CLOUD, "/remote.php/../index.php/settings"),
+        (CLOUD, "/remote.php/%2e%2e/index.php/settings"),
+        (GIT, "/alice/dotfiles/settings"),
+        (GIT, "/alice/dotfiles.git/config"),
+        (GIT, "/apis/v1"),
+        (GIT, "/user/login?redirect_to=/api/"),
+        (STUDIO, "/remote.php/dav"),
+        (STUDIO, "/api/v1"),
+    ],
+)
+def test_everything_else_needs_the_portal(edge: Edge, host: str, path: str) -> None:
+    with client(edge.ca_file, follow=False) as http:
+        response = http.get(url(edge, host, path))
+    assert response.status_code == 302, (host, path, response.status_code, response.text[:200])
+    assert urlsplit(response.headers["Location"]).hostname == PORTAL
+
+
+def test_spoofed_identity_headers_are_stripped_on_every_route(edge: Edge) -> None:
+    spoof = {
+        "Remote-User": "admin",
+        "Remote-Groups": "admins",
+        "Remote-Email": "root@example.com",
+        "Remote-Name": "Root",
+    }
+    with client(edge.ca_file) as http:
+        unguarded = http.get(url(edge, MEDIA, "/web"), headers=spoof)  # plex: its own login, no forward-auth
+        assert unguarded.status_code == 200 and identity(unguarded) == {}
+        assert sign_in(http, url(edge, GIT, "/"), "bob", PASSWORDS["bob"]).status_code == 200
+        guarded = http.get(url(edge, GIT, "/explore"), headers=spoof)
+        assert guarded.status_code == 200
+        assert identity(guarded) == {
+            "Remote-User": "bob",
+            "Remote-Groups": "family",
+            "Remote-Email": "bob@example.com",
+            "Remote-Name": "bob",
+        }
+
+
+def test_no_redirect_loop_on_any_route(edge: Edge, plans: dict[str, tuple[Plan, dict[str, str]]]) -> None:
+    """Every public name, without a session and with a forged one, ends on a page within two redirects."""
+    plan, _ = plans["nginx"]
+    for route in plan.routes:
+        if route.lan_only:
+            continue
+        for cookies in ({}, {"homelab_sso": "0" * 64}):
+            with client(edge.ca_file) as http:
+                http.cookies.update(cookies)
+                response = http.get(url(edge, route.host, "/deep/page?q=1"))
+            assert response.status_code == 200, (route.host, response.status_code)
+            assert len(response.history) <= 2, (route.host, [str(r.url) for r in response.history])
+
+
+def test_the_portal_login_form_posts_to_the_portal(edge: Edge) -> None:
+    with client(edge.ca_file) as http:
+        page = http.get(url(edge, PORTAL, "/"))
+    action, fields = form(page.text)
+    assert page.status_code == 200 and {"user", "password"} <= fields.keys()
+    assert urlsplit(str(page.url.join(action))).hostname == PORTAL
