@@ -317,9 +317,7 @@ def running(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A real process in its own process group, output to `log`, killed (group-wide) on exit."""
     with log.open("wb") as out:
-        process = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True, env=env
-        )
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True, env=env)
     try:
         yield process
     finally:

@@ -32,7 +32,11 @@ from homelab.secrets import user_secret_values
 from homelab.sso_passwd import write_hash
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, write_secret
 from tests.contract.edge_support import (
+    Edge,
+    LocalCA,
     free_port,
+    nginx_edge,
+    traefik_edge,
     nginx_config_for_test,
     nginx_worker_user,
     program,
@@ -228,3 +232,35 @@ def sign_in(http: httpx.Client, url: str, user: str, password: str) -> httpx.Res
     action, fields = form(page.text)
     fields.update(user=user, password=password)
     return http.post(page.url.join(action or str(page.url)), data=fields)
+
+
+@contextlib.contextmanager
+def sso_edge(kind: str, plan: Plan, folder: Path, pki: LocalCA, port: int, llng: Portal) -> Iterator[Edge]:
+    """The real edge of `kind` with the rendered configuration on `port`, the portal's name and the
+    forward-auth handler pointing at the running portal; the apps are local stand-ins."""
+    if kind == "nginx":
+        running = nginx_edge(
+            plan,
+            folder,
+            pki,
+            https_port=port,
+            upstreams={"sso": f"127.0.0.1:{llng.portal_port}"},
+            sso_auth=f"127.0.0.1:{llng.auth_port}",
+        )
+    else:
+
+        def handler(dynamic: dict[str, Any]) -> None:
+            dynamic["http"]["middlewares"]["sso"]["forwardAuth"]["address"] = (
+                f"http://127.0.0.1:{llng.auth_port}/traefik"
+            )
+
+        running = traefik_edge(
+            plan,
+            folder,
+            pki,
+            https_port=port,
+            backend_urls={"sso": f"http://127.0.0.1:{llng.portal_port}"},
+            tweak_dynamic=handler,
+        )
+    with running as started:
+        yield started

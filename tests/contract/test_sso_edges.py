@@ -3,7 +3,7 @@ configuration (users file, Perl password check, lemonldap-ng.ini, its web server
 the real Traefik edge run their rendered configuration in front of local app stand-ins. The client
 (httpx) follows redirects like a browser, with the real names in SNI, Host and cookies.
 
-The portal runs once for the module; each edge kind in turn on the same public port.
+The portal runs once for the session (tests/contract/conftest.py); each edge kind in turn on the same port.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from homelab.plan_model import Plan
-from tests.contract.edge_support import Edge, LocalCA, free_port, nginx_edge, traefik_edge
-from tests.contract.sso_support import PASSWORDS, Portal, client, form, portal, sign_in, sso_plan
+from tests.contract.edge_support import Edge, LocalCA
+from tests.contract.sso_support import PASSWORDS, Portal, client, form, sign_in, sso_edge
 
 pytestmark = pytest.mark.real
 
@@ -27,65 +27,18 @@ CLOUD, GIT, STUDIO, MEDIA = "cloud.example.com", "git.example.com", "rstudio.exa
 PORTAL = "auth.example.com"
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("sso")
-
-
-@pytest.fixture(scope="module")
-def port() -> int:
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def pki(folder: Path) -> LocalCA:
-    return LocalCA(folder / "pki")
-
-
-@pytest.fixture(scope="module")
-def plans(folder: Path, port: int) -> dict[str, tuple[Plan, dict[str, str]]]:
-    return {kind: sso_plan(folder / kind, port, kind=kind) for kind in ("nginx", "traefik")}
-
-
-@pytest.fixture(scope="module")
-def llng(plans: dict[str, tuple[Plan, dict[str, str]]]) -> Iterator[Portal]:
-    plan, secrets = plans["nginx"]  # the portal's configuration does not depend on the edge's kind
-    with portal(plan, secrets) as running_portal:
-        yield running_portal
-
-
 @pytest.fixture(scope="module", params=["nginx", "traefik"])
 def edge(
     request: pytest.FixtureRequest,
-    plans: dict[str, tuple[Plan, dict[str, str]]],
+    sso_plans: dict[str, tuple[Plan, dict[str, str]]],
     llng: Portal,
-    folder: Path,
-    pki: LocalCA,
-    port: int,
+    sso_folder: Path,
+    sso_pki: LocalCA,
+    sso_port: int,
 ) -> Iterator[Edge]:
-    plan, _ = plans[request.param]
-    if request.param == "nginx":
-        running = nginx_edge(
-            plan,
-            folder / "run-nginx",
-            pki,
-            https_port=port,
-            upstreams={"sso": f"127.0.0.1:{llng.portal_port}"},
-            sso_auth=f"127.0.0.1:{llng.auth_port}",
-        )
-    else:
-        running = traefik_edge(
-            plan,
-            folder / "run-traefik",
-            pki,
-            https_port=port,
-            backend_urls={"sso": f"http://127.0.0.1:{llng.portal_port}"},
-            tweak_dynamic=lambda d: d["http"]["middlewares"]["sso"]["forwardAuth"].update(
-                address=f"http://127.0.0.1:{llng.auth_port}/traefik"
-            ),
-        )
-    with running as started:
-        yield started
+    kind = request.param
+    with sso_edge(kind, sso_plans[kind][0], sso_folder / f"edges-{kind}", sso_pki, sso_port, llng) as running:
+        yield running
 
 
 def url(edge: Edge, host: str, path: str = "/") -> str:
@@ -243,9 +196,9 @@ def test_spoofed_identity_headers_are_stripped_on_every_route(edge: Edge) -> Non
         }
 
 
-def test_no_redirect_loop_on_any_route(edge: Edge, plans: dict[str, tuple[Plan, dict[str, str]]]) -> None:
+def test_no_redirect_loop_on_any_route(edge: Edge, sso_plans: dict[str, tuple[Plan, dict[str, str]]]) -> None:
     """Every public name, without a session and with a forged one, ends on a page within two redirects."""
-    plan, _ = plans["nginx"]
+    plan, _ = sso_plans["nginx"]
     for route in plan.routes:
         if route.lan_only:
             continue
