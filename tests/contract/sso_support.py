@@ -35,13 +35,13 @@ from tests.contract.edge_support import (
     Edge,
     LocalCA,
     free_port,
-    nginx_edge,
-    traefik_edge,
     nginx_config_for_test,
+    nginx_edge,
     nginx_worker_user,
     program,
     running,
     scratch_folder,
+    traefik_edge,
     wait_until,
 )
 
