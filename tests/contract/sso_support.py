@@ -45,7 +45,12 @@ from tests.contract.edge_support import (
     wait_until,
 )
 
-PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password!", "carol": "carol's long password"}
+PASSWORDS = {
+    "alice": "alice's long password",
+    "bob": "bob's long password!",
+    "carol": "carol's long password",
+    "dave": "dave's long password",
+}
 SSO_CONFIG: dict[str, Any] = {
     "enabled": True,
     "groups": ["family", "admins"],
@@ -59,6 +64,7 @@ SSO_CONFIG: dict[str, Any] = {
         },
         "bob": {"password_file": "secrets/sso-bob", "groups": ["family"], "email": "bob@example.com"},
         "carol": {"password_file": "secrets/sso-carol", "groups": ["admins"], "totp": True},
+        "dave": {"password_file": "secrets/sso-dave", "groups": ["admins", "family"], "totp": True},
     },
     "apps": {
         "nextcloud": {"access": "forward-auth"},
