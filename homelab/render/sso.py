@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from homelab.plan_model import Plan
+from homelab.render.sso_oidc import Keys, provider
 from homelab.render.templating import render_template
 from homelab.sso_routes import IDENTITY_HEADERS, guards, portal_host
 
@@ -83,7 +84,9 @@ def _totp(plan: Plan) -> dict[str, Any]:
     }
 
 
-def lmconf(plan: Plan, paths: Paths = Paths()) -> dict[str, Any]:
+def lmconf(plan: Plan, paths: Paths = Paths(), keys: Keys | None = None) -> dict[str, Any]:
+    """The portal's whole configuration; `keys` (the OIDC provider's signing key and client secrets) are
+    needed when an app has `access: oidc`."""
     config = plan.config
     sso = config.sso
     port = config.edge.https_port
@@ -130,6 +133,7 @@ def lmconf(plan: Plan, paths: Paths = Paths()) -> dict[str, Any]:
         "groups": {},
         **_totp(plan),
         "applicationList": {},
+        **(provider(plan, keys) if keys else {"issuerDBOpenIDConnectActivation": 0}),
     }
 
 
@@ -199,10 +203,10 @@ def perl_modules() -> dict[str, str]:
     }
 
 
-def conf_json(plan: Plan, paths: Paths = Paths()) -> str:
+def conf_json(plan: Plan, paths: Paths = Paths(), keys: Keys | None = None) -> str:
     """lmConf-1.json. The portal and handler reload a configuration whose cfgDate changed (checkTime),
     and refuse one without: it is derived from the content, so it changes exactly when the content does."""
-    conf = lmconf(plan, paths)
+    conf = lmconf(plan, paths, keys)
     digest = hashlib.sha256(json.dumps(conf, sort_keys=True).encode()).hexdigest()
     conf["cfgDate"] = int(digest[:8], 16) or 1
     return json.dumps(conf, indent=1, sort_keys=True) + "\n"

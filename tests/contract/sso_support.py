@@ -28,6 +28,7 @@ from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
 from homelab.render import sso as render_sso
+from homelab.render.sso_oidc import Keys
 from homelab.secrets import user_secret_values
 from homelab.sso_passwd import write_hash
 from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, write_secret
@@ -76,7 +77,9 @@ SSO_CONFIG: dict[str, Any] = {
 }
 
 
-def sso_plan(folder: Path, https_port: int, **edge: Any) -> tuple[Plan, dict[str, str]]:
+def sso_plan(
+    folder: Path, https_port: int, sso: dict[str, Any] | None = None, **edge: Any
+) -> tuple[Plan, dict[str, str]]:
     """The bundled example with SSO_CONFIG, its edge on `https_port`; passwords set by `homelab sso
     passwd`'s library call. Returns the plan and the user secret values (the hashes)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -84,7 +87,7 @@ def sso_plan(folder: Path, https_port: int, **edge: Any) -> tuple[Plan, dict[str
     data["edge"].update(edge, https_port=https_port)
     if data["edge"].get("kind") == "nginx":
         data["domain"]["acme"]["challenge"] = "http"
-    data["sso"] = SSO_CONFIG
+    data["sso"] = sso or SSO_CONFIG
     (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     for name in EXAMPLE_SECRETS:
         write_secret(folder / "secrets" / name, f"example-{name}-value")
@@ -100,16 +103,16 @@ class Portal:
     auth_port: int  # its forward-auth listener
     folder: Path
 
-    def log(self) -> str:
+    def log(self, tail: int = 3000) -> str:
         return "".join(
-            p.read_text(errors="replace")[-3000:]
+            p.read_text(errors="replace")[-tail:]
             for p in (self.folder / "llng.log", self.folder / "error.log")
             if p.exists()
         )
 
 
 @contextlib.contextmanager
-def portal(plan: Plan, secret_values: dict[str, str]) -> Iterator[Portal]:
+def portal(plan: Plan, secret_values: dict[str, str], keys: Keys | None = None) -> Iterator[Portal]:
     """llng-fastcgi-server (as the unprivileged worker user) and nginx with the rendered configuration."""
     server, nginx = program("llng-fastcgi-server"), program("nginx")
     user = nginx_worker_user()
@@ -124,7 +127,7 @@ def portal(plan: Plan, secret_values: dict[str, str]) -> Iterator[Portal]:
         )
         for sub in ("conf", "sessions/lock", "psessions/lock", "cache", "run"):
             (root / sub).mkdir(parents=True)
-        (root / "conf" / "lmConf-1.json").write_text(render_sso.conf_json(plan, paths))
+        (root / "conf" / "lmConf-1.json").write_text(render_sso.conf_json(plan, paths, keys))
         (root / "users.json").write_text(json.dumps(render_sso.users(plan, secret_values)))
         (root / "lemonldap-ng.ini").write_text(render_sso.lemonldap_ng_ini(paths.conf_dir, paths.perl_dir, paths))
         (root / "traefik.psgi").write_text(render_sso.traefik_psgi())
@@ -181,7 +184,11 @@ def portal(plan: Plan, secret_values: dict[str, str]) -> Iterator[Portal]:
             def up() -> bool:
                 return _status(portal_port, render_sso.portal_host(plan.config)) == 200
 
-            wait_until(up, "the portal to answer", llng_process, root / "llng.log", timeout=30)
+            try:
+                wait_until(up, "the portal to answer", llng_process, timeout=30)
+            except AssertionError as exc:  # the first errors are the cause; the last ones repeat them
+                errors = [line for line in result.log(1 << 20).splitlines() if "[error]" in line]
+                raise AssertionError(f"{exc}\n" + "\n".join(dict.fromkeys(errors))) from None
             yield result
 
 
@@ -201,13 +208,18 @@ class _Loopback(httpcore.SyncBackend):
         return super().connect_tcp("127.0.0.1", port, *args, **kwargs)
 
 
-def client(ca_file: Path, follow: bool = True) -> httpx.Client:
+def transport(ca_file: Path) -> httpx.HTTPTransport:
+    """httpx's transport with every name on 127.0.0.1, trusting the test CA."""
     context = ssl.create_default_context(cafile=str(ca_file))
     transport = httpx.HTTPTransport(verify=context)
     transport._pool = httpcore.ConnectionPool(  # the one way to give httpx a resolver
         ssl_context=context, network_backend=_Loopback()
     )
-    return httpx.Client(transport=transport, follow_redirects=follow, max_redirects=5, timeout=15)
+    return transport
+
+
+def client(ca_file: Path, follow: bool = True) -> httpx.Client:
+    return httpx.Client(transport=transport(ca_file), follow_redirects=follow, max_redirects=5, timeout=15)
 
 
 class _Form(html.parser.HTMLParser):
