@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from authlib.integrations.base_client import OAuthError
 from authlib.integrations.httpx_client import OAuth2Client
 from authlib.jose import JsonWebKey, jwt
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
@@ -168,7 +169,7 @@ def test_pkce_is_required_and_checked(setup: tuple[Plan, Keys, Edge], discovery:
         discovery["authorization_endpoint"], code_challenge=challenge, code_challenge_method="S256"
     )
     callback = _authorize(edge, rp, url, "alice").headers["Location"]
-    with pytest.raises(Exception, match="invalid_grant|invalid_request"):
+    with pytest.raises(OAuthError, match=r"invalid_grant|invalid_request"):
         oauth.fetch_token(
             discovery["token_endpoint"], authorization_response=callback, code_verifier="wrong-" + "y" * 40
         )
