@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from homelab.plan_model import Plan
-from tests.contract.edge_support import Edge, LocalCA
+from tests.contract.edge_support import Edge, LocalCA, free_port
 from tests.contract.sso_support import PASSWORDS, Portal, client, form, sign_in, sso_edge
 
 pytestmark = pytest.mark.real
@@ -216,3 +216,24 @@ def test_the_portal_login_form_posts_to_the_portal(edge: Edge) -> None:
     action, fields = form(page.text)
     assert page.status_code == 200 and {"user", "password"} <= fields.keys()
     assert urlsplit(str(page.url.join(action))).hostname == PORTAL
+
+
+@pytest.mark.parametrize("kind", ["nginx", "traefik"])
+def test_sso_down_keeps_guarded_apps_closed_and_bypasses_open(
+    kind: str,
+    sso_plans: dict[str, tuple[Plan, dict[str, str]]],
+    llng: Portal,
+    sso_folder: Path,
+    sso_pki: LocalCA,
+    sso_port: int,
+) -> None:
+    """The handler's address answers nothing (the portal's container stopped): no guarded page is served."""
+    down = Portal(llng.portal_port, free_port(), llng.folder)  # a port nothing listens on
+    with sso_edge(kind, sso_plans[kind][0], sso_folder / f"down-{kind}", sso_pki, sso_port, down) as edge:
+        with client(edge.ca_file, follow=False) as http:
+            closed = http.get(url(edge, CLOUD, "/apps/files/"))
+            assert closed.status_code >= 500 and "nextcloud GET" not in closed.text, closed.status_code
+            if kind == "nginx":
+                assert closed.status_code == 503 and "single sign-on portal does not answer" in closed.text
+            webdav = http.get(url(edge, CLOUD, "/remote.php/dav/files/alice/"))
+            assert webdav.status_code == 200 and webdav.text.startswith("nextcloud GET /remote.php/dav/")
