@@ -229,11 +229,13 @@ def test_sso_down_keeps_guarded_apps_closed_and_bypasses_open(
 ) -> None:
     """The handler's address answers nothing (the portal's container stopped): no guarded page is served."""
     down = Portal(llng.portal_port, free_port(), llng.folder)  # a port nothing listens on
-    with sso_edge(kind, sso_plans[kind][0], sso_folder / f"down-{kind}", sso_pki, sso_port, down) as edge:
-        with client(edge.ca_file, follow=False) as http:
-            closed = http.get(url(edge, CLOUD, "/apps/files/"))
-            assert closed.status_code >= 500 and "nextcloud GET" not in closed.text, closed.status_code
-            if kind == "nginx":
-                assert closed.status_code == 503 and "single sign-on portal does not answer" in closed.text
-            webdav = http.get(url(edge, CLOUD, "/remote.php/dav/files/alice/"))
-            assert webdav.status_code == 200 and webdav.text.startswith("nextcloud GET /remote.php/dav/")
+    with (
+        sso_edge(kind, sso_plans[kind][0], sso_folder / f"down-{kind}", sso_pki, sso_port, down) as edge,
+        client(edge.ca_file, follow=False) as http,
+    ):
+        closed = http.get(url(edge, CLOUD, "/apps/files/"))
+        assert closed.status_code >= 500 and "nextcloud GET" not in closed.text, closed.status_code
+        if kind == "nginx":
+            assert closed.status_code == 503 and "single sign-on portal does not answer" in closed.text
+        webdav = http.get(url(edge, CLOUD, "/remote.php/dav/files/alice/"))
+        assert webdav.status_code == 200 and webdav.text.startswith("nextcloud GET /remote.php/dav/")
