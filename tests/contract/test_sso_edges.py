@@ -225,12 +225,12 @@ def test_sso_down_keeps_guarded_apps_closed_and_bypasses_open(
     llng: Portal,
     sso_folder: Path,
     sso_pki: LocalCA,
-    sso_port: int,
 ) -> None:
     """The handler's address answers nothing (the portal's container stopped): no guarded page is served."""
     down = Portal(llng.portal_port, free_port(), llng.folder)  # a port nothing listens on
     with (
-        sso_edge(kind, sso_plans[kind][0], sso_folder / f"down-{kind}", sso_pki, sso_port, down) as edge,
+        # its own port: the module's edges may still hold sso_port (no redirect to the portal is followed here)
+        sso_edge(kind, sso_plans[kind][0], sso_folder / f"down-{kind}", sso_pki, free_port(), down) as edge,
         client(edge.ca_file, follow=False) as http,
     ):
         closed = http.get(url(edge, CLOUD, "/apps/files/"))
