@@ -10,21 +10,15 @@ from urllib.parse import urlsplit
 import pyotp
 import pytest
 
-from homelab.plan_model import Plan
-from tests.contract.edge_support import Edge, LocalCA, program
-from tests.contract.sso_support import PASSWORDS, Portal, client, sign_in, sso_edge
+from tests.contract.edge_support import Edge, program
+from tests.contract.sso_support import PASSWORDS, client, sign_in
 
 pytestmark = pytest.mark.real
 
 CLOUD, STUDIO, PORTAL = "cloud.example.com", "rstudio.example.com", "auth.example.com"
 
 
-@pytest.fixture(scope="module")
-def edge(
-    sso_plans: dict[str, tuple[Plan, dict[str, str]]], llng: Portal, sso_folder: Path, sso_pki: LocalCA, sso_port: int
-) -> Iterator[Edge]:
-    with sso_edge("traefik", sso_plans["traefik"][0], sso_folder / "edge-browser", sso_pki, sso_port, llng) as running:
-        yield running
+SSO_EDGE = "traefik"  # the edge kind the module's `edge` (tests/contract/conftest.py) runs
 
 
 @pytest.fixture(scope="module")

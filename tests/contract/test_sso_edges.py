@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -28,17 +27,9 @@ PORTAL = "auth.example.com"
 
 
 @pytest.fixture(scope="module", params=["nginx", "traefik"])
-def edge(
-    request: pytest.FixtureRequest,
-    sso_plans: dict[str, tuple[Plan, dict[str, str]]],
-    llng: Portal,
-    sso_folder: Path,
-    sso_pki: LocalCA,
-    sso_port: int,
-) -> Iterator[Edge]:
-    kind = request.param
-    with sso_edge(kind, sso_plans[kind][0], sso_folder / f"edges-{kind}", sso_pki, sso_port, llng) as running:
-        yield running
+def sso_edge_kind(request: pytest.FixtureRequest) -> str:
+    """Every test here on both edges (the `edge` fixture of tests/contract/conftest.py)."""
+    return str(request.param)
 
 
 def url(edge: Edge, host: str, path: str = "/") -> str:
@@ -239,3 +230,32 @@ def test_sso_down_keeps_guarded_apps_closed_and_bypasses_open(
             assert closed.status_code == 503 and "single sign-on portal does not answer" in closed.text
         webdav = http.get(url(edge, CLOUD, "/remote.php/dav/files/alice/"))
         assert webdav.status_code == 200 and webdav.text.startswith("nextcloud GET /remote.php/dav/")
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["https://evil.example.net/steal", "https://example.com.evil.net/", "//evil.example.net/", "javascript:alert(1)"],
+)
+def test_the_portal_sends_nobody_to_a_foreign_site(edge: Edge, target: str) -> None:
+    """The `url` the portal returns to after sign-in must be one of the protected names (no open redirect)."""
+    asked = url(edge, PORTAL, "/?url=" + base64.b64encode(target.encode()).decode())
+    with client(edge.ca_file, follow=False) as http:
+        page = http.get(asked)
+        action, fields = form(page.text)
+        fields.update(user="alice", password=PASSWORDS["alice"])
+        response = http.post(page.url.join(action or str(page.url)), data=fields)
+        for _ in range(3):
+            location = response.headers.get("Location", "")
+            assert "evil" not in location and not location.startswith("javascript"), location
+            if not response.is_redirect:
+                break
+            response = http.get(response.url.join(location))
+        assert response.status_code in (200, 302, 303)
+
+
+def test_client_forwarded_headers_cannot_name_another_page(edge: Edge) -> None:
+    """The portal judges the page asked for, not one a client names in X-Forwarded-Uri/-Host."""
+    spoof = {"X-Forwarded-Uri": "/remote.php/dav/", "X-Forwarded-Host": "plex.example.com", "X-Original-URI": "/ocs/"}
+    with client(edge.ca_file, follow=False) as http:
+        response = http.get(url(edge, CLOUD, "/index.php/apps/files"), headers=spoof)
+    assert response.status_code == 302 and urlsplit(response.headers["Location"]).hostname == PORTAL

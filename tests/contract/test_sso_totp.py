@@ -3,16 +3,13 @@ edge. Codes are computed by pyotp (RFC 6238) from the secret the portal hands ou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pyotp
 import pytest
 
-from homelab.plan_model import Plan
-from tests.contract.edge_support import Edge, LocalCA
-from tests.contract.sso_support import PASSWORDS, Portal, client, form, sign_in, sso_edge
+from tests.contract.edge_support import Edge
+from tests.contract.sso_support import PASSWORDS, Portal, client, form, sign_in
 
 pytestmark = pytest.mark.real
 
@@ -20,12 +17,7 @@ CLOUD, PORTAL = "cloud.example.com", "auth.example.com"
 JSON = {"X-CSRF-Check": "1", "Accept": "application/json"}
 
 
-@pytest.fixture(scope="module")
-def edge(
-    sso_plans: dict[str, tuple[Plan, dict[str, str]]], llng: Portal, sso_folder: Path, sso_pki: LocalCA, sso_port: int
-) -> Iterator[Edge]:
-    with sso_edge("nginx", sso_plans["nginx"][0], sso_folder / "edge-totp", sso_pki, sso_port, llng) as running:
-        yield running
+SSO_EDGE = "nginx"  # the edge kind the module's `edge` (tests/contract/conftest.py) runs
 
 
 def wrong(code: str) -> str:
