@@ -6,15 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from authlib.integrations.base_client import OAuthError
-from authlib.integrations.httpx_client import OAuth2Client
-from authlib.jose import JsonWebKey, jwt
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -40,6 +37,23 @@ SSO: dict[str, Any] = {
         "grafana": {"access": "oidc", "groups": ["admins"]},
     },
 }
+
+
+@pytest.fixture(scope="module")
+def lib() -> SimpleNamespace:
+    """Authlib, imported when these tests run (1.9 warns about its next major version's names on import)."""
+    from authlib.integrations.base_client import OAuthError
+    from authlib.integrations.httpx_client import OAuth2Client
+    from authlib.jose import JsonWebKey, jwt
+    from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+    return SimpleNamespace(
+        OAuthError=OAuthError,
+        OAuth2Client=OAuth2Client,
+        JsonWebKey=JsonWebKey,
+        jwt=jwt,
+        challenge=create_s256_code_challenge,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +86,9 @@ def discovery(setup: tuple[Plan, Keys, Edge]) -> dict[str, Any]:
     return dict(response.json())
 
 
-def test_discovery_document_is_valid_for_the_clients(setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]) -> None:
+def test_discovery_document_is_valid_for_the_clients(
+    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]
+) -> None:
     plan, keys, edge = setup
     assert discovery["issuer"] == issuer(plan).rstrip("/")
     for endpoint in (
@@ -90,7 +106,7 @@ def test_discovery_document_is_valid_for_the_clients(setup: tuple[Plan, Keys, Ed
     with client(edge.ca_file) as http:
         jwks = http.get(discovery["jwks_uri"]).json()
     published = {k["kid"]: k for k in jwks["keys"]}
-    ours = JsonWebKey.import_key(keys.public_pem, {"kty": "RSA"}).as_dict()
+    ours = lib.JsonWebKey.import_key(keys.public_pem, {"kty": "RSA"}).as_dict()
     assert published["homelab-1"]["n"] == ours["n"] and published["homelab-1"]["e"] == ours["e"]
 
 
@@ -111,10 +127,12 @@ def _authorize(edge: Edge, rp: Client, url: str, user: str) -> httpx.Response:
 
 
 @pytest.mark.parametrize("app", OIDC_APPS)
-def test_authorization_code_flow_with_pkce(setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any], app: str) -> None:
+def test_authorization_code_flow_with_pkce(
+    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any], app: str
+) -> None:
     plan, keys, edge = setup
     rp = clients(plan)[app]
-    oauth = OAuth2Client(
+    oauth = lib.OAuth2Client(
         rp.client_id,
         keys.client_secrets[app],
         scope="openid profile email groups",
@@ -134,9 +152,9 @@ def test_authorization_code_flow_with_pkce(setup: tuple[Plan, Keys, Edge], disco
     token = oauth.fetch_token(discovery["token_endpoint"], authorization_response=callback, code_verifier=verifier)
     with client(edge.ca_file) as http:
         jwks = http.get(discovery["jwks_uri"]).json()
-    claims = jwt.decode(
+    claims = lib.jwt.decode(
         token["id_token"],
-        JsonWebKey.import_key_set(jwks),
+        lib.JsonWebKey.import_key_set(jwks),
         claims_options={
             "iss": {"essential": True, "value": discovery["issuer"]},
             "aud": {"essential": True, "value": rp.client_id},
@@ -151,10 +169,12 @@ def test_authorization_code_flow_with_pkce(setup: tuple[Plan, Keys, Edge], disco
     assert info["groups"] == ["family", "admins"]
 
 
-def test_pkce_is_required_and_checked(setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]) -> None:
+def test_pkce_is_required_and_checked(
+    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]
+) -> None:
     plan, keys, edge = setup
     rp = clients(plan)["gitea"]
-    oauth = OAuth2Client(
+    oauth = lib.OAuth2Client(
         rp.client_id,
         keys.client_secrets["gitea"],
         scope="openid",
@@ -164,21 +184,23 @@ def test_pkce_is_required_and_checked(setup: tuple[Plan, Keys, Edge], discovery:
     plain, _ = oauth.create_authorization_url(discovery["authorization_endpoint"])  # no code_challenge
     refused = _authorize(edge, rp, plain, "alice")
     assert not refused.headers.get("Location", "").startswith(rp.redirect_uri + "?code="), refused.headers
-    challenge = create_s256_code_challenge("right-verifier-" + "x" * 40)
+    challenge = lib.challenge("right-verifier-" + "x" * 40)
     url, _ = oauth.create_authorization_url(
         discovery["authorization_endpoint"], code_challenge=challenge, code_challenge_method="S256"
     )
     callback = _authorize(edge, rp, url, "alice").headers["Location"]
-    with pytest.raises(OAuthError, match=r"invalid_grant|invalid_request"):
+    with pytest.raises(lib.OAuthError, match=r"invalid_grant|invalid_request"):
         oauth.fetch_token(
             discovery["token_endpoint"], authorization_response=callback, code_verifier="wrong-" + "y" * 40
         )
 
 
-def test_redirect_uri_and_groups_are_enforced(setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]) -> None:
+def test_redirect_uri_and_groups_are_enforced(
+    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]
+) -> None:
     plan, keys, edge = setup
     rp = clients(plan)["jenkins"]  # admins only
-    oauth = OAuth2Client(
+    oauth = lib.OAuth2Client(
         rp.client_id,
         keys.client_secrets["jenkins"],
         scope="openid",
