@@ -59,6 +59,12 @@ class Guard:
         return "|".join(f"(?:{pattern})" for pattern in self.bypass)
 
 
+def access_rule(groups: tuple[str, ...]) -> str:
+    """A LemonLDAP::NG access rule (a Perl expression, as both the handler's location rules and the OIDC
+    provider's client rules take them): any of the groups, or every signed-in user."""
+    return " or ".join(f'inGroup("{group}")' for group in groups) if groups else "1"
+
+
 def portal_host(config: Config) -> str:
     return f"{config.sso.subdomain}.{config.domain.name}"
 

@@ -19,7 +19,7 @@ from typing import Any
 from homelab.plan_model import Plan
 from homelab.render.sso_oidc import Keys, provider
 from homelab.render.templating import render_template
-from homelab.sso_routes import IDENTITY_HEADERS, guards, portal_host
+from homelab.sso_routes import IDENTITY_HEADERS, access_rule, guards, portal_host
 
 PERL_DIR = Path(__file__).parent / "sso_perl"
 COOKIE = "homelab_sso"
@@ -36,15 +36,10 @@ class Paths:
     psessions: str = "/var/lib/lemonldap-ng/psessions"
     cache: str = "/var/cache/lemonldap-ng"
     users_file: str = "/run/secrets/sso_users"
-    perl_dir: str = "/etc/lemonldap-ng/perl"
+    perl_dir: str = "/etc/lemonldap-ng/perl"  # Homelab::SSO::*.pm: the FastCGI server has it in PERL5LIB
     portal_htdocs: str = "/usr/share/lemonldap-ng/portal/htdocs"
     templates: str = "/usr/share/lemonldap-ng/portal/templates"
     javascript: str = "/usr/share/javascript"
-
-
-def _rule(groups: tuple[str, ...]) -> str:
-    """A LemonLDAP::NG access rule: any of the groups, or every signed-in user."""
-    return " or ".join(f'inGroup("{group}")' for group in groups) if groups else "accept"
 
 
 def _storage(paths: Paths) -> dict[str, Any]:
@@ -124,7 +119,7 @@ def lmconf(plan: Plan, paths: Paths = Paths(), keys: Keys | None = None) -> dict
         "loginHistoryEnabled": 1,
         **_storage(paths),
         "locationRules": {
-            **{guard.route.host: {"default": _rule(guard.groups)} for guard in protected.values()},
+            **{guard.route.host: {"default": access_rule(guard.groups)} for guard in protected.values()},
             portal_host(config): {"default": "accept"},
         },
         "exportedHeaders": {guard.route.host: dict(IDENTITY_HEADERS) for guard in protected.values()},
@@ -150,12 +145,12 @@ def users(plan: Plan, secret_values: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def lemonldap_ng_ini(conf_dir: str, perl_dir: str, paths: Paths = Paths()) -> str:
+def lemonldap_ng_ini(paths: Paths = Paths()) -> str:
     """lemonldap-ng.ini: where the configuration is (the File backend), logging, the portal's templates."""
     ini = configparser.ConfigParser(interpolation=None)
     ini.optionxform = str  # type: ignore[assignment,method-assign]
     ini["all"] = {"logLevel": "notice", "logger": "Lemonldap::NG::Common::Logger::Std", "checkTime": "5"}
-    ini["configuration"] = {"type": "File", "dirName": conf_dir}
+    ini["configuration"] = {"type": "File", "dirName": paths.conf_dir}
     ini["portal"] = {"staticPrefix": "/static", "templateDir": paths.templates, "languages": "en, fr, de, es, it"}
     ini["handler"] = {"status": "0"}
     out = io.StringIO()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from homelab.plan_model import Plan
-from homelab.sso_routes import ROUTE_APP, portal_host
+from homelab.sso_routes import ROUTE_APP, access_rule, portal_host
 
 CALLBACKS = {
     "nextcloud": "/apps/user_oidc/code",
@@ -77,7 +77,6 @@ def provider(plan: Plan, keys: Keys) -> dict[str, Any]:
     found = clients(plan)
     if not found:
         return {"issuerDBOpenIDConnectActivation": 0}
-    rule = {app: " or ".join(f'inGroup("{g}")' for g in c.groups) or "1" for app, c in found.items()}
     return {
         "issuerDBOpenIDConnectActivation": 1,
         "oidcServiceMetaDataIssuer": issuer(plan).rstrip("/"),
@@ -98,7 +97,7 @@ def provider(plan: Plan, keys: Keys) -> dict[str, Any]:
                 "oidcRPMetaDataOptionsIDTokenSignAlg": "RS256",
                 "oidcRPMetaDataOptionsAccessTokenExpiration": 3600,
                 "oidcRPMetaDataOptionsIDTokenExpiration": 3600,
-                "oidcRPMetaDataOptionsRule": rule[app],
+                "oidcRPMetaDataOptionsRule": access_rule(c.groups),
                 "oidcRPMetaDataOptionsUserIDAttr": "uid",
                 "oidcRPMetaDataOptionsDisplayName": app,
             }

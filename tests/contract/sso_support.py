@@ -129,7 +129,7 @@ def portal(plan: Plan, secret_values: dict[str, str], keys: Keys | None = None) 
             (root / sub).mkdir(parents=True)
         (root / "conf" / "lmConf-1.json").write_text(render_sso.conf_json(plan, paths, keys))
         (root / "users.json").write_text(json.dumps(render_sso.users(plan, secret_values)))
-        (root / "lemonldap-ng.ini").write_text(render_sso.lemonldap_ng_ini(paths.conf_dir, paths.perl_dir, paths))
+        (root / "lemonldap-ng.ini").write_text(render_sso.lemonldap_ng_ini(paths))
         (root / "traefik.psgi").write_text(render_sso.traefik_psgi())
         for relative, text in render_sso.perl_modules().items():
             (root / "perl" / relative).parent.mkdir(parents=True, exist_ok=True)
