@@ -259,3 +259,22 @@ def test_client_forwarded_headers_cannot_name_another_page(edge: Edge) -> None:
     with client(edge.ca_file, follow=False) as http:
         response = http.get(url(edge, CLOUD, "/index.php/apps/files"), headers=spoof)
     assert response.status_code == 302 and urlsplit(response.headers["Location"]).hostname == PORTAL
+
+
+def test_an_unknown_login_takes_as_long_as_a_wrong_password(edge: Edge) -> None:
+    """Both do the bcrypt work (no answer tells which logins exist), and both are refused alike."""
+    import time
+
+    def attempt(user: str) -> float:
+        with client(edge.ca_file) as http:
+            page = http.get(url(edge, PORTAL, "/"))
+            action, fields = form(page.text)
+            fields.update(user=user, password="not the password at all")
+            started = time.monotonic()
+            response = http.post(page.url.join(action or str(page.url)), data=fields)
+            elapsed = time.monotonic() - started
+            assert 'name="password"' in response.text
+            return elapsed
+
+    known, unknown = min(attempt("bob") for _ in range(2)), min(attempt("nobody-here") for _ in range(2))
+    assert unknown > 0.5 * known, (known, unknown)

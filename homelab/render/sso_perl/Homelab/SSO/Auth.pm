@@ -7,11 +7,15 @@ use Lemonldap::NG::Portal::Main::Constants qw(PE_OK PE_BADCREDENTIALS);
 
 extends qw(Lemonldap::NG::Portal::Auth::_WebForm);
 
+# the cost `homelab sso passwd` hashes with (12), a valid salt, a digest no password gives
+use constant DUMMY => '$2b$12$abcdefghijklmnopqrstuu' . ( 'x' x 31 );
+
 # The password hash is a bcrypt ($2b$) string from `homelab sso passwd`, checked by the C library's
-# crypt(); the comparison runs over the whole hash, so a missing user and a wrong password look alike.
+# crypt(). A login UserDB.pm does not know is checked against a dummy hash of the same cost, so a missing
+# user and a wrong password take the same time and get the same answer.
 sub authenticate {
     my ( $self, $req ) = @_;
-    my $hash = $req->data->{homelabEntry} ? $req->data->{homelabEntry}->{hash} : '$2b$12$' . ( 'x' x 53 );
+    my $hash = $req->data->{homelabEntry} ? $req->data->{homelabEntry}->{hash} : DUMMY;
     my $given = crypt( $req->data->{password} // '', $hash ) // '';
     unless ( $req->data->{homelabEntry} and length($given) == length($hash) and $given eq $hash ) {
         $self->userLogger->warn("Bad password for $req->{user}");

@@ -5,7 +5,7 @@ package Homelab::SSO::UserDB;
 use strict;
 use Mouse;
 use JSON qw(decode_json);
-use Lemonldap::NG::Portal::Main::Constants qw(PE_OK PE_BADCREDENTIALS PE_ERROR);
+use Lemonldap::NG::Portal::Main::Constants qw(PE_OK PE_ERROR);
 
 extends 'Lemonldap::NG::Common::Module';
 
@@ -32,13 +32,10 @@ sub init {
 sub getUser {
     my ( $self, $req, %args ) = @_;
     my $users = $self->_users or return PE_ERROR;
-    my $entry = $users->{ $req->user };
-    if ($entry) {
-        $req->data->{homelabEntry} = $entry;
-        return PE_OK;
-    }
-    eval { $self->p->_authentication->setSecurity($req) };
-    return PE_BADCREDENTIALS;
+    # An unknown login goes on to the password check too, which fails it after the same bcrypt work as a
+    # wrong password: the answer's timing does not tell which logins exist.
+    $req->data->{homelabEntry} = $users->{ $req->user };
+    return PE_OK;
 }
 
 sub findUser {
