@@ -34,6 +34,8 @@ from homelab.plan_model import (
 )
 from homelab.profiles import load_profile
 
+SSO_APP = "sso"  # the portal's route: app, stack and service name
+
 
 def _entries(config: Config) -> list[CatalogEntry]:
     names = [f"edge-{config.edge.kind}"]
@@ -57,7 +59,7 @@ def build_plan(loaded: LoadedConfig, extra_entries: tuple[str, ...] = ()) -> Pla
         config=config,
         profile=load_profile(config.server.profile),
         stacks={},
-        routes=[_route(config, e) for e in entries if e.route],
+        routes=[_route(config, e) for e in entries if e.route] + _portal_route(config),
         tcp_routes=[_tcp_route(config, e, spec) for e in entries for spec in e.tcp_routes],
         datasets=[_dataset(config, e, role) for e in entries for role in e.datasets],
         secrets={},
@@ -124,6 +126,13 @@ def _settings(config: Config, e: CatalogEntry) -> App:
     assert e.app, f"{e.name}: only an app's entry reads app settings"
     settings: App = getattr(config.apps, e.app)
     return settings
+
+
+def _portal_route(config: Config) -> list[Route]:
+    """The single sign-on portal's name, served by the edge like an app's (never behind forward-auth)."""
+    if not config.sso.enabled:
+        return []
+    return [Route(app=SSO_APP, stack=SSO_APP, service=SSO_APP, host=_hostname(config, config.sso.subdomain), port=80)]
 
 
 def _route(config: Config, e: CatalogEntry) -> Route:

@@ -59,6 +59,7 @@ from homelab.cli.backup import backup_app  # noqa: E402
 from homelab.cli.certs import certs_app  # noqa: E402
 from homelab.cli.images import images_app  # noqa: E402
 from homelab.cli.monitor import monitor_app  # noqa: E402
+from homelab.cli.sso import sso_app  # noqa: E402
 from homelab.cli.storage import storage_app  # noqa: E402
 
 app.add_typer(monitor_app, name="monitor")
@@ -66,3 +67,4 @@ app.add_typer(storage_app, name="storage")
 app.add_typer(backup_app, name="backup")
 app.add_typer(images_app, name="images")
 app.add_typer(certs_app, name="certs")
+app.add_typer(sso_app, name="sso")

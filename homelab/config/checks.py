@@ -10,6 +10,7 @@ from pathlib import Path
 
 from homelab.config.loaded import Loc
 from homelab.config.models import Config
+from homelab.config.sso import sso_problems
 from homelab.layout import LOCAL_DIR, STACKS_DIR
 
 # Native ZFS properties a dataset can be created with (OpenZFS 2.1, zfsprops(7)); a user property has a ':'
@@ -68,9 +69,24 @@ ZFS_PROPERTIES = frozenset(
 )
 
 
+def _host_labels(config: Config) -> list[tuple[Loc, str, str]]:
+    """(key, owner, label) of every name the edge serves."""
+    from homelab.catalog import app_names
+
+    hosts: list[tuple[Loc, str, str]] = []
+    if config.monitoring.enabled:
+        hosts.append((("monitoring", "subdomain"), "monitoring", config.monitoring.subdomain))
+    for app in app_names():
+        settings = getattr(config.apps, app)
+        if settings.enabled:
+            hosts.append((("apps", app, "subdomain"), app, settings.subdomain or app))
+    if config.sso.enabled:
+        hosts.append((("sso", "subdomain"), "the sso portal", config.sso.subdomain))
+    return hosts
+
+
 def _sections(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[Loc, str]]:
     """Rules across sections; each problem is reported at a key the user actually wrote."""
-    from homelab.catalog import app_names
     from homelab.profiles import available
 
     if config.server.profile not in available():
@@ -98,13 +114,7 @@ def _sections(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[
         )
 
     taken: dict[str, str] = {}
-    hosts: list[tuple[Loc, str, str]] = [(("monitoring", "subdomain"), "monitoring", config.monitoring.subdomain)]
-    for app in app_names():
-        settings = getattr(config.apps, app)
-        if settings.enabled:
-            hosts.append((("apps", app, "subdomain"), app, settings.subdomain or app))
-    if not config.monitoring.enabled:
-        hosts.pop(0)
+    hosts = _host_labels(config)
     for loc, owner, label in hosts:
         if label in taken:
             yield loc, f"subdomain {label!r} is already used by {taken[label]}"
@@ -165,6 +175,7 @@ def _map_keys(config: Config) -> Iterator[tuple[Loc, str]]:
 def cross_field_problems(config: Config, written: Callable[[Loc], bool]) -> Iterator[tuple[Loc, str]]:
     yield from _sections(config, written)
     yield from _map_keys(config)
+    yield from sso_problems(config.sso)
 
 
 def folder_problems(config: Config, base_dir: Path) -> Iterator[tuple[Loc, str]]:

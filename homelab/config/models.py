@@ -13,6 +13,7 @@ from homelab.config.base import Model
 from homelab.config.dns01 import Exec, Httpreq, Rfc2136
 from homelab.config.monitoring import Monitoring
 from homelab.config.resources import Resources
+from homelab.config.sso import Sso
 from homelab.config.types import (
     AbsolutePath,
     BackendName,
@@ -294,6 +295,7 @@ class Config(Model):
     monitoring: Monitoring = Field(default_factory=Monitoring, description="collectd -> Graphite -> Grafana.")
     backup: Backup | None = Field(None, description="Encrypted rclone backups; omit to disable.")
     certs: Certs = Field(default_factory=Certs, description="Certificate preflight and rate-limit guard.")
+    sso: Sso = Field(default_factory=Sso, description="Single sign-on in front of the apps (docs/sso.md).")
     images: dict[str, Image] = Field(
         default_factory=dict, description="Image override per service (e.g. traefik: traefik:v3.7.15)."
     )

@@ -4,6 +4,7 @@ message: a password pasted where its file name belongs must not be echoed back."
 
 from __future__ import annotations
 
+import re
 import stat
 from collections.abc import Iterator
 
@@ -11,6 +12,9 @@ from homelab import files
 from homelab.config.loaded import LoadedConfig, Loc, secret_refs
 
 MAX_SECRET_BYTES = 64 * 1024
+# A user's password file holds what `homelab sso passwd` writes: a bcrypt hash, never the password
+HASH_KEY = "sso.users.*.password_file"
+BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
 # Characters a consumer cannot hold, by where the secret is written (the key's dotted path, `*` for a
 # free name). ddclient.conf quotes the password in '...' (the renderer refuses ' and \ there too);
 # rclone.conf reads a leading backquote or triple quote as quoting (checked with rclone 1.6x). collectd's
@@ -25,6 +29,8 @@ def _pattern(loc: Loc) -> str:
     parts = [str(p) for p in loc]
     if parts[:2] == ["backup", "remotes"] and len(parts) == 5:
         parts[2] = parts[4] = "*"
+    if parts[:2] == ["sso", "users"] and len(parts) == 4:
+        parts[2] = "*"
     return ".".join(parts)
 
 
@@ -43,6 +49,8 @@ def content_problem(loc: Loc, raw: bytes) -> str | None:
         return "the secret file contains a control character"
     if value != value.strip():
         return "the secret starts or ends with a blank (it would be trimmed by some consumers)"
+    if _pattern(loc) == HASH_KEY and not BCRYPT_HASH.fullmatch(value):
+        return f"the secret file holds no bcrypt password hash: write it with `homelab sso passwd {loc[2]}`"
     forbidden, why = _FORBIDDEN.get(_pattern(loc), ("", ""))
     bad = sorted({c for c in value if c in forbidden})
     if bad:

@@ -196,6 +196,7 @@ ProviderName = Annotated[str, _word(r"[a-z][a-z0-9.]{0,31}", "a lego DNS provide
 ZfsProperty = Annotated[str, _word(r"[a-z][a-z0-9_.:-]{0,255}", "a ZFS property name (e.g. recordsize)")]
 MediaName = Annotated[str, _word(r"[a-z0-9][a-z0-9_-]{0,62}", "a folder name for /data/<name> (a-z, 0-9, - and _)")]
 DiskName = Annotated[str, _word(r"[a-z][a-z0-9]{1,31}", "a disk name as in /dev (e.g. sda, nvme0n1)")]
+GroupName = Annotated[str, _word(r"[a-z][a-z0-9_-]{0,63}", "a group name (a-z, 0-9, - and _; a letter first)")]
 # strict: YAML `true` would be port 1 and "0080" a string; a number is written as a number
 Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
 Id = Annotated[int, Field(ge=0, le=2**31 - 1)]

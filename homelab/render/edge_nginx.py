@@ -8,7 +8,9 @@ from homelab.certs.policy import ca_server, name_sets, staging_server
 from homelab.plan_model import Plan
 from homelab.render import tls_policy
 from homelab.render.rendering import Rendering
+from homelab.render.sso import AUTH_PORT
 from homelab.render.templating import render_template
+from homelab.sso_routes import IDENTITY_HEADERS, guards
 
 LETSENCRYPT = "/etc/letsencrypt"
 # The pairs NGINX serves, one folder per name: a self-signed placeholder until certbot's first
@@ -104,10 +106,12 @@ def nginx_conf(
     health_listen: str = f"127.0.0.1:{HEALTH_PORT}",
     upstreams: Mapping[str, str] | None = None,
     worker_user: str = WORKER_USER,
+    sso_auth: str = f"sso:{AUTH_PORT}",
 ) -> str:
     """The listen addresses, certificate folder, upstream addresses and worker user are parameters so
     contract tests can run the very same configuration on loopback ports with test certificates, local
-    backends and a user the test machine has. `upstreams` maps an app to `host:port` (app_upstreams())."""
+    backends and a user the test machine has. `upstreams` maps an app to `host:port` (app_upstreams());
+    `sso_auth` is the single sign-on handler's `host:port`."""
     return render_template(
         "nginx.conf.j2",
         routes=plan.routes,
@@ -124,4 +128,7 @@ def nginx_conf(
         webroot=WEBROOT,
         health_listen=health_listen,
         worker_user=worker_user,
+        guards=guards(plan),
+        sso_auth=sso_auth,
+        identity_headers={header: f"homelab_sso_{header[7:].lower()}" for header in IDENTITY_HEADERS},
     )

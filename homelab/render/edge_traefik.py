@@ -10,9 +10,12 @@ from homelab.layout import PROXY_NETWORK
 from homelab.plan_model import Plan, Route, TcpRoute
 from homelab.render import tls_policy
 from homelab.render.rendering import GENERATED_MARK, Rendering
+from homelab.render.sso import AUTH_PORT
 from homelab.render.yamldump import dump
+from homelab.sso_routes import IDENTITY_HEADERS, guards
 
 PING_PORT = 8082
+SSO_MIDDLEWARE = "sso"
 
 
 def render(plan: Plan, rendering: Rendering) -> None:
@@ -108,7 +111,7 @@ def _redirect_target(plan: Plan) -> str:
     return "websecure" if port == 443 else f":{port}"
 
 
-def dynamic_config(plan: Plan) -> dict[str, Any]:
+def dynamic_config(plan: Plan, sso_auth_url: str = f"http://sso:{AUTH_PORT}/traefik") -> dict[str, Any]:
     edge = plan.config.edge
     middlewares: dict[str, Any] = {
         "secure-headers": {
@@ -118,10 +121,21 @@ def dynamic_config(plan: Plan) -> dict[str, Any]:
                 "contentTypeNosniff": True,
                 "referrerPolicy": "same-origin",
                 "customFrameOptionsValue": "SAMEORIGIN",
+                # who the user is comes from the portal's answer only (the sso middleware), never a client
+                "customRequestHeaders": {header: "" for header in IDENTITY_HEADERS},
             }
         },
         "lan-only": {"ipAllowList": {"sourceRange": list(edge.lan_cidrs)}},
     }
+    if guards(plan):
+        # X-Forwarded-Host/-Uri are Traefik's own (trustForwardHeader off): a client cannot name another page
+        middlewares[SSO_MIDDLEWARE] = {
+            "forwardAuth": {
+                "address": sso_auth_url,
+                "trustForwardHeader": False,
+                "authResponseHeaders": list(IDENTITY_HEADERS),
+            }
+        }
     if any(r.well_known_dav for r in plan.routes):
         middlewares["dav-redirect"] = {
             "redirectRegex": {
@@ -158,15 +172,24 @@ def tcp_route_labels(route: TcpRoute) -> dict[str, str]:
 
 
 def route_labels(plan: Plan, route: Route) -> dict[str, str]:
-    router = f"traefik.http.routers.{route.app}"
+    guard = guards(plan).get(route.app)
+    labels = _router_labels(plan, route, route.app, f"Host(`{route.host}`)", guard is not None)
+    if guard and guard.bypass:  # a longer rule: Traefik tries it before the guarded one
+        rule = f"Host(`{route.host}`) && PathRegexp(`{guard.bypass_regex}`)"
+        labels.update(_router_labels(plan, route, f"{route.app}-sso-bypass", rule, False))
+    labels[f"traefik.http.services.{route.app}.loadbalancer.server.port"] = str(route.port)
+    return labels
+
+
+def _router_labels(plan: Plan, route: Route, name: str, rule: str, guarded: bool) -> dict[str, str]:
+    router = f"traefik.http.routers.{name}"
     labels = {
         "traefik.enable": "true",
         "traefik.docker.network": PROXY_NETWORK,
-        f"{router}.rule": f"Host(`{route.host}`)",
+        f"{router}.rule": rule,
         f"{router}.entrypoints": "websecure",
         f"{router}.tls.certresolver": resolver_for(plan, route.host),
         f"{router}.service": route.app,
-        f"traefik.http.services.{route.app}.loadbalancer.server.port": str(route.port),
     }
     if plan.config.domain.wildcard:  # one order for every router: the domain and *.domain
         labels[f"{router}.tls.domains[0].main"] = plan.config.domain.name
@@ -176,6 +199,8 @@ def route_labels(plan: Plan, route: Route) -> dict[str, str]:
         middlewares.append("lan-only@file")
     if route.well_known_dav:
         middlewares.append("dav-redirect@file")
+    if guarded:
+        middlewares.append(f"{SSO_MIDDLEWARE}@file")
     if middlewares:
         labels[f"{router}.middlewares"] = ",".join(middlewares)
     return labels

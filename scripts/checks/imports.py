@@ -30,12 +30,14 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "homelab/config/", "homelab/profiles/", "homelab/catalog.py",
     )),
     ("plan", "Config -> Plan (pure data): its records, the apps' hooks, the image facts, the metric catalog", (
-        "homelab/plan.py", "homelab/plan_model.py", "homelab/apps/", "homelab/images/budget.py",
-        "homelab/images/facts.py", "homelab/certs/policy.py", "homelab/certs/expiry.py", "homelab/monitoring/",
+        "homelab/plan.py", "homelab/plan_model.py", "homelab/sso_routes.py", "homelab/apps/",
+        "homelab/images/budget.py", "homelab/images/facts.py", "homelab/certs/policy.py", "homelab/certs/expiry.py",
+        "homelab/monitoring/",
     )),
     ("render", "Plan -> {path: bytes}", ("homelab/render/",)),
     ("writer", "diff against disk, write atomically, generate secrets, one writer per config folder", (
         "homelab/writer.py", "homelab/ownership.py", "homelab/secrets.py", "homelab/folderlock.py",
+        "homelab/sso_passwd.py",
     )),
     ("runtime", "one driver per outside program", ("homelab/runtime/",)),
     ("verbs", "act on the machine through the drivers: the engines, certificates, backups, upgrades, storage", (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import http.client
+import json
 import os
 import shutil
 import signal
@@ -171,6 +172,8 @@ class _Backend(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Backend-Saw", ",".join(self.headers.keys()))
         self.send_header("X-Backend-Peer", str(self.connection.getpeername()[1]))
+        identity = {k: v for k, v in self.headers.items() if k.lower().startswith("remote-")}
+        self.send_header("X-Backend-Identity", json.dumps(identity, sort_keys=True))
         self.end_headers()
         self.wfile.write(data)
 
@@ -309,10 +312,12 @@ def wait_until(
 
 
 @contextlib.contextmanager
-def running(argv: list[str], log: Path, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running(
+    argv: list[str], log: Path, cwd: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """A real process in its own process group, output to `log`, killed (group-wide) on exit."""
     with log.open("wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True, env=env)
     try:
         yield process
     finally:
@@ -479,16 +484,25 @@ def plan_routes_dynamic(plan: Plan, backend_urls: Mapping[str, str], tcp_backend
 
 @contextlib.contextmanager
 def traefik_edge(
-    plan: Plan, folder: Path, pki: LocalCA, tweak_dynamic: Callable[[dict[str, Any]], None] | None = None
+    plan: Plan,
+    folder: Path,
+    pki: LocalCA,
+    tweak_dynamic: Callable[[dict[str, Any]], None] | None = None,
+    https_port: int | None = None,
+    backend_urls: Mapping[str, str] | None = None,
 ) -> Iterator[Edge]:
     """The real traefik with the rendered static + dynamic config and the routes from the rendered
-    labels, each pointing at a local backend; certificates from `pki` via dynamic tls.certificates."""
+    labels, each pointing at a local backend (or at `backend_urls[app]`); certificates from `pki` via dynamic
+    tls.certificates; the websecure entry point on `https_port` when given."""
     from homelab.render.edge_traefik import dynamic_config, static_config
 
     traefik = program("traefik")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dynamic").mkdir()
     static, ports = traefik_static_for_test(static_config(plan), folder)
+    if https_port:
+        ports["websecure"] = https_port
+        static["entryPoints"]["websecure"]["address"] = f"127.0.0.1:{https_port}"
     config_file = folder / "traefik.yml"
     config_file.write_text(yaml.safe_dump(static, sort_keys=False))
     dynamic = dynamic_config(plan)
@@ -506,7 +520,7 @@ def traefik_edge(
     ):
         routes = plan_routes_dynamic(
             plan,
-            {app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()},
+            {**{app: f"http://127.0.0.1:{port}" for app, port in backend_ports.items()}, **(backend_urls or {})},
             {name: f"127.0.0.1:{port}" for name, port in tcp_ports.items()},
         )
         (folder / "dynamic" / "routes.yml").write_text(yaml.safe_dump(routes, sort_keys=False))
@@ -591,6 +605,8 @@ def nginx_edge(
     cert_dir: Path | None = None,
     upstreams: Mapping[str, str] | None = None,
     path: Path | None = None,
+    https_port: int | None = None,
+    sso_auth: str | None = None,
 ) -> Iterator[Edge]:
     """The real nginx with the rendered config on loopback, master as root (when the tests are), workers
     as nginx_worker_user(). Certificates: by default a test-CA pair per name in certbot's modes under
@@ -606,7 +622,8 @@ def nginx_edge(
     if cert_dir is None:
         cert_dir = folder / "edge"
         certbot_layout(plan, cert_dir, pki)
-    http_port, https_port, health_port = free_port(), free_port(), free_port()
+    http_port, health_port = free_port(), free_port()
+    https_port = https_port or free_port()
     with backends([r.app for r in plan.routes]) as backend_ports, scratch_folder() as scratch:
         addresses = {app: f"127.0.0.1:{port}" for app, port in backend_ports.items()}
         addresses.update({app: text.format(port=backend_ports[app]) for app, text in (upstreams or {}).items()})
@@ -618,6 +635,7 @@ def nginx_edge(
             health_listen=f"127.0.0.1:{health_port}",
             upstreams=addresses,
             worker_user=nginx_worker_user(),
+            **({"sso_auth": sso_auth} if sso_auth else {}),
         )
         config_file = folder / "nginx.conf"
         config_file.write_text(nginx_config_for_test(text, folder, scratch))
