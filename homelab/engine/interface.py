@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from homelab.checks import Check
     from homelab.config.models import Config
     from homelab.engine.drift import Drift
+    from homelab.engine.host import AcmeState
     from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.engine.service_status import ServiceStatus
     from homelab.plan_model import Plan
@@ -77,6 +78,11 @@ class Engine(Protocol):
     def read_file(self, plan: Plan, path: Path) -> str | None:
         """The text of a file a service mounts, read on the node where that service runs (None when it
         is not there); acme.json's private keys stay where they are. OSError when it cannot be read."""
+        ...
+
+    def file_state(self, plan: Plan, path: Path) -> AcmeState:
+        """acme.json's state (missing, not a file, its mode) on the node where the service mounting it
+        runs, for `doctor`. OSError when it cannot be read."""
         ...
 
     def checks(self, plan: Plan) -> Iterator[Check]:

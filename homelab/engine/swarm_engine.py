@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 from homelab.engine import swarm_state
 from homelab.engine.swarm import Desired, converge, desired, leave_swarm
 from homelab.engine.swarm import apply as deploy
-from homelab.engine.swarm_files import read_on_node
+from homelab.engine.swarm_files import read_on_node, state_on_node
 from homelab.errors import EnvironmentProblem
 from homelab.layout import project_name
 
 if TYPE_CHECKING:
     from homelab.checks import Check
     from homelab.engine.drift import Drift
+    from homelab.engine.host import AcmeState
     from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.engine.service_status import ServiceStatus
     from homelab.plan_model import Plan
@@ -97,6 +98,9 @@ class SwarmEngine:
 
     def read_file(self, plan: Plan, path: Path) -> str | None:
         return read_on_node(plan, self.swarm, path)
+
+    def file_state(self, plan: Plan, path: Path) -> AcmeState:
+        return state_on_node(plan, self.swarm, path)
 
     def checks(self, plan: Plan) -> Iterator[Check]:
         return swarm_state.checks(plan, self.swarm)

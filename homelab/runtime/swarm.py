@@ -251,7 +251,7 @@ class SwarmCli:
         JOB_ROOT, and return its output: files on that node, whichever node homelab runs on. A one-shot
         service (mode replicated-job), removed after; CommandFailed with Swarm's or the script's error."""
         argv = [self.docker, "service", "create", "--detach", "--name", name, "--mode", "replicated-job"]
-        argv += ["--restart-condition", "none", "--label", f"{JOB_LABEL}=1", "--user", "0:0"]
+        argv += ["--restart-condition", "none", "--label", f"{JOB_LABEL}=1", "--user", "0:0", "--no-resolve-image"]
         argv += [arg for c in constraints for arg in ("--constraint", c)]
         argv += ["--mount", f"type=bind,source=/,target={JOB_ROOT}", "--entrypoint", "/bin/sh"]
         argv += [image, "-c", script]
