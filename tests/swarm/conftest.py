@@ -16,6 +16,9 @@ import standins
 import yaml
 from dockerlab import HEALTH_OVERRIDE, Deployment, https_get, remove_homelab_resources, wait_for
 
+from tests.conftest import find_program, machine_lock, missing
+from tests.swarm.threenode import Rig, host_untouched, kill_leftovers
+
 
 def _names(kind: str) -> set[str]:
     return set(standins.docker(kind, "ls", "--format", "{{.Name}}", check=False).stdout.split())
@@ -152,3 +155,29 @@ def swarm_diagnostics(lab: Deployment) -> str:
         logs = standins.docker("logs", container, check=False)
         parts.append(f"--- Traefik's log ({container})\n{logs.stdout}{logs.stderr}")
     return "\n".join(parts)
+
+
+RIG_IMAGES = ("traefik", "socket-proxy", "gitea")  # the edge (and every node job's image) and one app
+
+
+@pytest.fixture(scope="session")
+def three_nodes(world, tmp_path_factory) -> Iterator[Rig]:  # type: ignore[no-untyped-def]
+    """A three-node swarm beside the host's engine (tests/swarm/threenode.py): a manager labelled for
+    storage, the edge label on a worker, a plain worker; the lab's images loaded into the first two.
+    Taken down at the end of the session, also on failure, and the host checked untouched."""
+    _, _, images = world
+    for program in ("ip", "nsenter", "unshare", "dockerd", "openssl"):
+        if not find_program(program):
+            missing(f"program {program!r}")
+    with machine_lock("homelab-three-nodes"):
+        kill_leftovers()  # a run killed before its teardown
+        before = host_untouched()
+        rig = Rig(tmp_path_factory.mktemp("three-nodes"))
+        try:
+            rig.start()
+            rig.load_images([images[name] for name in RIG_IMAGES])
+            yield rig
+        finally:
+            forced = rig.close()
+            assert host_untouched() == before, "the three-node rig left something on the host"
+            assert not forced, f"the three-node rig's teardown had to kill: {forced}"
