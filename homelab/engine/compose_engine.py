@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homelab.certs import attempts
 from homelab.certs.store import read_here
 from homelab.engine import compose
 from homelab.engine.drift import Drift, find_drift, status_drift
@@ -91,6 +92,9 @@ class ComposeEngine:
 
     def read_file(self, plan: Plan, path: Path) -> str | None:
         return read_here(path)  # the services run on this host
+
+    def edge_log(self, plan: Plan) -> str:
+        return attempts.edge_log(plan, self.docker)
 
     def file_state(self, plan: Plan, path: Path) -> AcmeState:
         return acme_state(path)

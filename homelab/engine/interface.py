@@ -80,6 +80,11 @@ class Engine(Protocol):
         is not there); acme.json's private keys stay where they are. OSError when it cannot be read."""
         ...
 
+    def edge_log(self, plan: Plan) -> str:
+        """The tail of the edge's ACME client's log while it runs, wherever it runs ("" when it does not):
+        `certs`' last error, and the challenge records `up` must not remove."""
+        ...
+
     def file_state(self, plan: Plan, path: Path) -> AcmeState:
         """acme.json's state (missing, not a file, its mode) on the node where the service mounting it
         runs, for `doctor`. OSError when it cannot be read."""

@@ -157,26 +157,24 @@ def swarm_diagnostics(lab: Deployment) -> str:
     return "\n".join(parts)
 
 
-RIG_IMAGES = ("traefik", "socket-proxy", "gitea")  # the edge (and every node job's image) and one app
-
-
 @pytest.fixture(scope="session")
-def three_nodes(world, tmp_path_factory) -> Iterator[Rig]:  # type: ignore[no-untyped-def]
+def three_nodes(tmp_path_factory) -> Iterator[tuple[Rig, dict[str, str]]]:  # type: ignore[no-untyped-def]
     """A three-node swarm beside the host's engine (tests/swarm/threenode.py): a manager labelled for
-    storage, the edge label on a worker, a plain worker; the lab's images loaded into the first two.
-    Taken down at the end of the session, also on failure, and the host checked untouched."""
-    _, _, images = world
-    for program in ("ip", "nsenter", "unshare", "dockerd", "openssl"):
+    storage, the edge label on a worker, a plain worker; with the images of a lab of the edge and Gitea
+    (service -> tag). Taken down at the end of the session, also on failure, and the host checked
+    untouched. It uses nothing of the host's engine: no engine lock."""
+    for program in ("ip", "nsenter", "unshare", "dockerd", "openssl", "pebble", "pebble-challtestsrv", "traefik"):
         if not find_program(program):
             missing(f"program {program!r}")
     with machine_lock("homelab-three-nodes"):
         kill_leftovers()  # a run killed before its teardown
         before = host_untouched()
-        rig = Rig(tmp_path_factory.mktemp("three-nodes"))
+        base = tmp_path_factory.mktemp("three-nodes")
+        rig = Rig(base / "rig")
         try:
             rig.start()
-            rig.load_images([images[name] for name in RIG_IMAGES])
-            yield rig
+            (base / "images").mkdir()
+            yield rig, rig.build_images(base / "images", find_program("traefik"))  # type: ignore[arg-type]
         finally:
             forced = rig.close()
             assert host_untouched() == before, "the three-node rig left something on the host"

@@ -10,8 +10,8 @@ bound over /run/docker.sock, so a container mounting the Docker socket reaches i
 The nodes share the host's files. A node's "local disk" is a folder of the rig bound over a path in that
 node's mount namespace only (`local_disk`): what a node's task writes there is not seen by the others.
 Pebble (the ACME test CA) and its DNS run in the bridge's namespace; every name resolves to the edge
-node. Nothing here needs a registry: images are `docker save`d from the host engine and loaded into
-each node's engine. `close` stops every process it started (by the pid it recorded) and removes every
+node. Nothing here needs a registry, nor the host's engine: the images are imported straight into
+the nodes' engines (`build_images`). `close` stops every process it started (by the pid it recorded) and removes every
 namespace, mount and folder it made, also after a failed start.
 """
 
@@ -23,9 +23,14 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import standins
+
+from homelab.images.check import pinned_images
+from homelab.images.facts import all_facts
 from tests.conftest import find_program
 
 PREFIX = "hl3n"
@@ -257,20 +262,17 @@ class Rig:
 
     # --- images and the CA ---------------------------------------------------------------------------
 
-    def load_images(self, tags: list[str], roles: tuple[str, ...] = ("manager", "edge")) -> None:
-        """The host engine's images (built once per session) loaded into the nodes' engines."""
-        archive = self.base / "images.tar"
-        run(["docker", "save", "-o", str(archive), *tags], timeout=300)
-        loads = [
-            subprocess.Popen(["docker", "-H", self.nodes[r].host, "load", "-q", "-i", str(archive)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for r in roles
-        ]  # fmt: skip
-        for proc in loads:
-            _, err = proc.communicate(timeout=300)
-            if proc.returncode != 0:
-                raise RuntimeError(f"docker load failed: {err.decode()}")
-        archive.unlink()
+    def build_images(self, work: Path, traefik_binary: str) -> dict[str, str]:
+        """The edge's images (real Traefik trusting this rig's Pebble, the socket proxy) and Gitea's
+        stand-in (tests/docker/standins.py), imported straight into the nodes that run them: Traefik on
+        the manager too (the nodes' one-shot jobs run the edge's image), the rest on the manager."""
+        both, manager = (self.manager.host, self.nodes["edge"].host), (self.manager.host,)
+        gitea = all_facts()[pinned_images()["gitea"]]
+        with ThreadPoolExecutor(3) as pool:
+            traefik = pool.submit(standins.traefik_image, work, traefik_binary, self.pebble_pem, both)
+            proxy = pool.submit(standins.socket_proxy_image, work, manager)
+            app = pool.submit(standins.faithful_image, work, gitea, engines=manager)
+            return {"traefik": traefik.result(), "socket-proxy": proxy.result(), "gitea": app.result()}
 
     def _pebble(self) -> None:
         """Pebble and its DNS (every name: the edge node) on the bridge, trusted by a certificate of its own."""
@@ -332,6 +334,10 @@ class Rig:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        for node in self.nodes.values():  # all at once: a manager takes ~15 s to stop
+            pid = node.dockerd_pid()
+            if pid is not None:
+                _signal(pid, signal.SIGTERM)
         for node in self.nodes.values():
             self.stop_engine(node.role)
         forced += kill_leftovers()
