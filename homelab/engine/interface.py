@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.engine.service_status import ServiceStatus
     from homelab.plan_model import Plan
+    from homelab.render import StackFiles
     from homelab.runtime.docker import Docker
 
 
@@ -98,6 +99,17 @@ class Engine(Protocol):
         """The Compose driver the image-upgrade journal, the staging switch and local mode work through;
         None on an engine that rolls back by itself (Swarm)."""
         ...
+
+
+def stack_files_for(config: Config) -> StackFiles:
+    """The renderer of each stack's file for the engine the config names (render_all's `stack_files`)."""
+    if config.engine == "swarm":
+        from homelab.render.swarm_stack import render
+
+        return render
+    from homelab.render import compose_files
+
+    return compose_files
 
 
 def engine_for(config: Config) -> Engine:
