@@ -157,12 +157,13 @@ def swarm_diagnostics(lab: Deployment) -> str:
     return "\n".join(parts)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def three_nodes(tmp_path_factory) -> Iterator[tuple[Rig, dict[str, str]]]:  # type: ignore[no-untyped-def]
     """A three-node swarm beside the host's engine (tests/swarm/threenode.py): a manager labelled for
     storage, the edge label on a worker, a plain worker; with the images of a lab of the edge and Gitea
-    (service -> tag). Taken down at the end of the session, also on failure, and the host checked
-    untouched. It uses nothing of the host's engine: no engine lock."""
+    (service -> tag). Built once per run, taken down after the last test of this folder (its engines
+    would idle through the rest of the session), also on failure, and the host checked untouched. It uses
+    nothing of the host's engine: no engine lock."""
     for program in ("ip", "nsenter", "unshare", "dockerd", "openssl", "pebble", "pebble-challtestsrv", "traefik"):
         if not find_program(program):
             missing(f"program {program!r}")

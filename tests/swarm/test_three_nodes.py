@@ -54,7 +54,7 @@ def lab(three_nodes: tuple[Rig, dict[str, str]], tmp_path_factory):  # type: ign
     deployment = RigDeployment(tmp_path_factory.mktemp("three-node-lab"), rig, images)
     deployment.edge_disk = rig.local_disk("edge", deployment.base / "tank")  # type: ignore[attr-defined]
     rig.local_disk("worker", deployment.base / "tank")
-    return deployment  # its stacks go with the rig, at the end of the session
+    return deployment  # its stacks go with the rig (after the last test of tests/swarm)
 
 
 def _served(lab: RigDeployment) -> str:
