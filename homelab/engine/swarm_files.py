@@ -21,7 +21,7 @@ from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK
 from homelab.plan_model import Plan
 from homelab.render.swarm_stack import placement
-from homelab.runtime.swarm import JOB_ROOT, Swarm
+from homelab.runtime.swarm import JOB_ROOT, Node, Swarm
 
 JOB_TIMEOUT = 120  # a job waits for its node like any task (an image already there: seconds)
 READ_TIMEOUT = 30  # `status` and `certs` do not hang on an edge node that is down
@@ -134,10 +134,31 @@ def _where_mounted(plan: Plan, swarm: Swarm, path: Path, job: str, timeout: floa
     service = plan.stacks[stack].services[name]
     item = Needed(path, "acme", service=(stack, name))
     constraints = placement(plan, plan.stacks[stack], service)
+    fitting = [n for n in swarm.nodes() if _fits(n, constraints)]
+    if fitting and not any(n.state == "ready" and n.availability == "active" for n in fitting):
+        # said at once: a job there would wait out its timeout (`status` must not hang on a node that is down)
+        states = ", ".join(f"node {n.hostname} is {n.state}, {n.availability}" for n in fitting)
+        raise OSError(f"cannot read it on its node: {states}")
     try:
         return swarm.run_job("homelab-read", job_image(plan, item), constraints, job, timeout=timeout)
     except CommandFailed as exc:
         raise OSError(f"cannot read it on its node: {exc.stderr}") from None
+
+
+def _fits(node: Node, constraints: list[str]) -> bool:
+    """Whether the node meets the placement constraints homelab writes (`node.labels.<key> == <value>`,
+    `node.role == <role>`); any other form is left to Swarm (taken as met)."""
+    for constraint in constraints:
+        key, op, value = [*constraint.split(), "", "", ""][:3]
+        if key.startswith("node.labels."):
+            found = node.labels.get(key.removeprefix("node.labels."), "")
+        elif key == "node.role":
+            found = node.role
+        else:
+            continue
+        if (found == value) != (op == "=="):
+            return False
+    return True
 
 
 def read_script(path: Path) -> str:

@@ -130,3 +130,18 @@ def test_doctor_checks_acme_json_on_the_edge_node(lab: Lab, tmp_path: Path) -> N
     lab.swarm.job_error = "pending: no suitable node (1 node not available)"
     check = next(doctor._acme(plan, state_of))
     assert check.level == "fail" and "no suitable node" in check.detail, check
+
+
+def test_a_file_on_a_node_that_is_down_is_not_waited_for(lab: Lab) -> None:
+    """`status` and `certs` say at once that the edge node is down: no job that would wait out its timeout."""
+    from homelab.engine.swarm_engine import SwarmEngine
+
+    plan, _, _ = lab.plan()
+    acme = next(d for d in plan.datasets if d.key == "edge/acme")
+    lab.swarm.nodes_list = [
+        node("nas", labels={"homelab.storage": "true"}),
+        node("edge", id="n-edge", role="worker", state="down", labels={"homelab.edge": "true"}),
+    ]
+    with pytest.raises(OSError, match="cannot read it on its node: node edge is down, active"):
+        SwarmEngine(lab.swarm, lab.docker).read_file(plan, Path(acme.path) / "acme.json")
+    assert lab.swarm.jobs == []

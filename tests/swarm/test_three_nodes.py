@@ -122,7 +122,7 @@ def test_up_with_the_edge_nodes_engine_stopped_names_the_node(lab) -> None:  # t
         out = result.stdout + result.stderr
         assert result.returncode == 1, out
         assert "no changes" in out and "edge/traefik" in out and "node hl3n-edge is down" in out, out
-        status = lab.homelab("status", check=False)
+        status = lab.homelab("status", check=False, timeout=20)  # no wait for a job on the node that is down
         assert status.returncode == 1 and "node hl3n-edge is down" in status.stdout, status.stdout
     finally:
         rig.start_engine("edge")
