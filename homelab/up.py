@@ -151,14 +151,10 @@ def _journal_first(loaded: Loaded, engine: Engine, options: UpOptions, progress:
 
 def _stale_challenges(plan: Plan, engine: Engine, dry_run: bool) -> list[str]:
     """The challenge records a failed order left in the DNS server, removed before anything is written
-    (homelab/certs/challenges.py). The running edge's log says which it still answers on; on Swarm that log
-    is on the edge's node, so the records are left as they are there."""
-    driver = engine.compose_driver()
-    if driver is None:
-        return []
+    (homelab/certs/challenges.py); the running edge's log, wherever it runs, says which it still answers on."""
     from homelab.certs import challenges
 
-    return challenges.before_up(plan, driver, dry_run=dry_run)
+    return challenges.remove_stale(plan, engine.edge_log(plan), dry_run=dry_run)
 
 
 def _undo_guard(
