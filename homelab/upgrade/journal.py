@@ -79,6 +79,11 @@ class Record:
     safety: str | None = None  # the snapshot of the state a rollback discarded (kept, never destroyed)
 
     @property
+    def served(self) -> bool:
+        """The new version passed the gate: undoing it may discard what was written through it."""
+        return bool(self.healthy_at)
+
+    @property
     def folder_name(self) -> str:
         return f"{self.stack}-{self.stamp}"
 

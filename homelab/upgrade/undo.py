@@ -1,5 +1,5 @@
-"""Undoing upgrades: the automatic rollback, `homelab rollback STACK`, the recovery of an upgrade or rollback
-a killed `homelab` left half done, and the retention of upgrade snapshots.
+"""Undoing upgrades: the automatic rollback, `homelab rollback STACK`, and the retention of upgrade snapshots
+(the next `up` finishing what a killed `homelab` left half done is homelab.upgrade.settle).
 
 A rollback checks first that it can be done (every dataset still has the upgrade's snapshot) and, when the
 version it undoes served, what it would discard; only then does it stop the stack. The data step
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import yaml
 
-from homelab.engine.compose import up_healthy
 from homelab.engine.health import ApplyFailed, wait_healthy
 from homelab.engine.model import StackPlan
 from homelab.errors import CommandFailed, HomelabError
@@ -116,6 +115,19 @@ def roll_back(
     return RolledBack("\n".join(lines))
 
 
+@contextmanager
+def gated(
+    record: Record, out: Path, docker: Engine, zfs: Zfs, timeout: float, progress: Callable[[str], None]
+) -> Iterator[None]:
+    """Around the new version's compose up and health gate, in an upgrade and in finishing one a killed
+    `homelab` left: the gate failed (ApplyFailed) is rolled back (RolledBack raised); passed is `upgraded`."""
+    try:
+        yield
+    except ApplyFailed as failure:
+        raise roll_back(record, out, docker, zfs, timeout, progress, failure) from None
+    upgraded(record, out, zfs, progress)
+
+
 def abandon(record: Record, out: Path, zfs: Zfs, why: str) -> None:
     """An upgrade stopped before the stack was touched: its snapshots (of data nothing changed since)
     are destroyed, so the next try starts clean."""
@@ -127,57 +139,6 @@ def abandon(record: Record, out: Path, zfs: Zfs, why: str) -> None:
     record.step(out, "abandoned")
 
 
-def recover(
-    out: Path,
-    docker: Engine,
-    zfs: Zfs,
-    *,
-    timeout: float,
-    progress: Callable[[str], None],
-    stacks: list[str] | None = None,
-) -> list[Record]:
-    """Finish or undo every upgrade a killed `homelab` left in the journal (of `stacks`, else all; another
-    stack's journal never stops this `up`), before `up` does anything else:
-    - "snapshotting": the stack was not touched: its snapshots are destroyed ("abandoned"); `up` then
-      upgrades afresh;
-    - "applying": compose up of the stack as rendered and the health gate, as the killed run would
-      have: healthy is "upgraded", else rolled back;
-    - "rolling-back": the rollback is finished: if its data step was done, only the previous version's
-      compose up and gate; else the data step too, unless the version served and something would be
-      discarded: then `up` refuses and `homelab rollback` decides.
-    Raises RolledBack after the others are settled when one was rolled back (the killed `up` would have
-    stopped there too); UpgradeRefused when the homelab running an upgrade is still alive."""
-    settled, failures = [], []
-    for record in list_records(out):
-        if record.state not in INTERRUPTED or (stacks and record.stack not in stacks):
-            continue
-        _refuse_if_alive(record)
-        progress(f"{record.stack}: the upgrade of {record.stamp} was interrupted while {record.state}")
-        if record.state == "snapshotting":
-            abandon(record, out, zfs, "interrupted before the stack was touched; its snapshots were removed")
-            progress(f"{record.stack}: nothing was changed yet; the upgrade starts over")
-        elif record.state == "applying":
-            try:
-                up_healthy(docker, StackPlan(record.stack, out / record.stack), timeout, [], progress)
-            except ApplyFailed as failure:
-                failures.append(roll_back(record, out, docker, zfs, timeout, progress, failure))
-            else:
-                record.notes.append("finished by the next up after an interrupted one")
-                upgraded(record, out, zfs, progress)
-                progress(f"{record.stack}: the interrupted upgrade is finished and healthy")
-        else:
-            record.notes.append("rollback finished by the next up after an interrupted one")
-            restore(
-                record, out, docker, zfs, timeout, progress, decide=(lambda _loss: False) if _served(record) else None
-            )
-            record.step(out, "rolled-back")
-            failures.append(RolledBack(f"{record.stack}: the interrupted rollback of {record.stamp} is finished"))
-        settled.append(record)
-    if failures:
-        raise RolledBack("\n".join(str(f) for f in failures))
-    return settled
-
-
 def upgraded(record: Record, out: Path, zfs: Zfs, progress: Callable[[str], None]) -> None:
     """The new version passed the gate: from now on it serves, and undoing it asks first."""
     record.healthy_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -185,15 +146,12 @@ def upgraded(record: Record, out: Path, zfs: Zfs, progress: Callable[[str], None
     prune(out, zfs, record.stack, progress)
 
 
-def _refuse(_loss: str) -> bool:
+def refuse(_loss: str) -> bool:
+    """What `decide` answers where nobody can be asked: no."""
     return False
 
 
-def _served(record: Record) -> bool:
-    return bool(record.healthy_at)
-
-
-def _refuse_if_alive(record: Record) -> None:
+def refuse_if_alive(record: Record) -> None:
     if record.pid != os.getpid() and record.started and process_started(record.pid) == record.started:
         raise UpgradeRefused(
             f"{record.stack}: an upgrade is running in homelab process {record.pid}; wait for it to end"
@@ -291,7 +249,7 @@ def _data_step(record: Record, out: Path, docker: Engine, zfs: Zfs, progress: Ca
             )
     except (CommandFailed, OSError, HomelabError) as exc:
         docker.up(stack.project, stack.directory, timeout=300)
-        if _served(record):  # nothing happened: the upgrade stands, `homelab rollback` may try again
+        if record.served:  # nothing happened: the upgrade stands, `homelab rollback` may try again
             record.step(out, "upgraded")
         raise HomelabError(
             f"rollback of {record.stack} not done: {exc}\n  nothing was put back; the stack runs again as it was"
@@ -348,7 +306,7 @@ def rollback(
     *,
     timeout: float,
     progress: Callable[[str], None],
-    decide: Decide = _refuse,
+    decide: Decide = refuse,
     keep_data: bool = False,
     marks: Path | None = None,
 ) -> Record:
@@ -361,7 +319,7 @@ def rollback(
         raise UpgradeRefused(f"{stack}: an upgrade of it was interrupted; `homelab up` finishes or undoes it first")
     if interrupted:
         record = interrupted[-1]
-        _refuse_if_alive(record)
+        refuse_if_alive(record)
         record.notes.append("interrupted rollback finished by `homelab rollback`")
     else:
         done = [r for r in records if r.state == "upgraded"]

@@ -32,6 +32,7 @@ from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.runtime.zfs import ZfsCli
 from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import settle as upgrade_settle
 from homelab.upgrade import undo as upgrade_undo
 from tests.backup.conftest import KEY
 from tests.fakes.rclone import FakeRclone
@@ -169,7 +170,7 @@ def test_killed_right_after_the_rollbacks_compose_a_later_write_survives_the_nex
     assert line.startswith(f"rollback of {STACK} unfinished")
     _until(lambda: _healthy(pgbox, "v1"))
     _write(pgbox)
-    with pytest.raises(upgrade_journal.RolledBack, match="interrupted rollback"):
+    with pytest.raises(upgrade_settle.Held, match="interrupted rollback"):
         pgbox.up("v1")  # the next up finishes the rollback: the previous version's start, not its data again
     _kept(pgbox)
     assert _healthy(pgbox, "v1") and upgrade_journal.unsettled(pgbox.out) == []
