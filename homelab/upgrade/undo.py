@@ -72,17 +72,18 @@ def marked(marks: Path | None, datasets: Iterable[str], what: str) -> Iterator[N
 
 
 def keep_logs(record: Record, out: Path, docker: Engine) -> tuple[Path, list[str]]:
-    """The failed version's output, kept in the record's folder; for each container that exited or
-    restarts, its exit code and last lines (a version that crashes at once has no health output)."""
+    """The failed version's output, kept in the record's folder; for each container that exited (or
+    restarts), its exit code and last lines: a version that crashes at once has no health output."""
     folder = out / RECORDS_DIR / record.folder_name
     crashed = []
     for c in docker.containers([StackPlan(record.stack, out / record.stack).project]):
         text = docker.logs_tail(c.id, LOG_LINES)
         (folder / f"{c.service}.log").write_text(text + "\n", encoding="utf-8")
-        if not c.running or c.restart_count:
+        if c.state in ("exited", "dead", "restarting") or c.restart_count:
             tail = " | ".join(line.strip() for line in text.splitlines()[-CRASH_LINES:]) or "(no output)"
-            how = f"restarted {c.restart_count} times, " if c.restart_count else ""
-            crashed.append(f"  {c.service} {how}{c.state} with exit code {c.exit_code}; last output: {tail}")
+            code = "" if c.running else f" with code {c.exit_code}"  # a restarted one runs: its code is gone
+            again = f" (restarted {c.restart_count} times)" if c.restart_count else ""
+            crashed.append(f"{c.service} exited{code}{again}; last output: {tail}")
     return folder, crashed
 
 
@@ -96,18 +97,19 @@ def roll_back(
     failure: ApplyFailed,
 ) -> RolledBack:
     """A failed upgrade undone (the version never passed the gate: nothing asked; what it wrote is kept in
-    a safety snapshot): logs kept, restore, "rolled-back"; returns the error that says so."""
+    a safety snapshot): logs kept, restore, "rolled-back"; returns the error that says so, first what
+    crashed (the gate's verdict on a crashed service, "no health output", says nothing), then the gate."""
     folder, crashed = keep_logs(record, out, docker)
-    progress(f"{record.stack}: upgrade failed, rolling back ({failure})")
-    record.notes.append(str(failure))
+    why = [*crashed, *(line.strip() for line in str(failure).splitlines())]
+    progress(f"{record.stack}: upgrade failed, rolling back ({why[0]})")
+    record.notes.append("\n".join(why))
     restore(record, out, docker, zfs, timeout, progress)
     record.step(out, "rolled-back")
     data = "its data from before the upgrade" if record.snapshot else "the data as the new version left it"
     lines = [
-        f"{record.stack}: the upgrade did not become healthy and was rolled back; the previous "
-        f"version runs again on {data}",
-        str(failure),
-        *crashed,
+        f"{record.stack}: upgrade rolled back: {why[0]}",
+        *(f"  {line}" for line in why[1:]),
+        f"  the previous version runs again on {data}",
         f"  the failed version's logs: {folder}",
     ]
     if record.safety:

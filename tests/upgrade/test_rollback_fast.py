@@ -309,9 +309,12 @@ def test_a_version_that_exits_at_once_is_reported_with_its_exit_code_and_last_li
     docker.up = crashing_up  # type: ignore[method-assign]
     with pytest.raises(upgrade_journal.RolledBack) as caught:
         _up(deployment, docker, zfs)
-    assert "gitea restarted 4 times, restarting with exit code 3; last output: starting | FATAL: config.ini" in str(
-        caught.value
+    first, *rest = str(caught.value).splitlines()
+    assert first == (
+        "dev: upgrade rolled back: gitea exited with code 3 (restarted 4 times); "
+        "last output: starting | FATAL: config.ini: permission denied"
     )
+    assert rest[0].startswith("  stack dev: service gitea ")  # the gate's own verdict, after
 
 
 def test_a_backup_waits_while_an_upgrade_marks_its_dataset(tmp_path: Path) -> None:
