@@ -83,7 +83,7 @@ def recover(
             _settle(record, out, docker, zfs, timeout, progress, marks)
         except HomelabError as why:
             found.held[record.stack] = why
-            progress(f"{record.stack}: left as it is by this up ({str(why).splitlines()[0]})")
+            progress(f"{record.stack}: left as it is by this up ({str(why).splitlines()[0].rstrip(':')})")
         if record.state not in INTERRUPTED:
             found.settled.append(record)
     return found

@@ -257,6 +257,7 @@ def test_up_of_every_stack_brings_up_the_others_when_one_rollback_cannot_be_fini
     assert "; not brought up: dev (below)" in result.output, result.output
     error = result.output[result.output.index("error: ") :]
     assert error.startswith("error: rollback of dev unfinished (journal dev-"), error
+    assert error.splitlines()[0].endswith(": rolling-back); `homelab rollback dev` (it asks first) finishes it")
     assert "rollback of dev unfinished: it would discard" in error and "--discard-writes" in error
     assert served.read_bytes() == b"a user's upload"
     assert [r.state for r in upgrade_journal.list_records(deployment.out)] == ["rolling-back"]
