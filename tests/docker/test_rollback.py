@@ -257,7 +257,7 @@ def test_rollback_on_a_real_terminal_asks_and_does_nothing_on_no_then_rolls_back
     assert code == 0, said
     assert f"rollback: {STACK} is back on the version before " in said
     assert _healthy(box, "v1") and not (box.data / "upload").exists()
-    (_, record) = upgrade_journal.list_records(box.out)
+    (record,) = upgrade_journal.list_records(box.out)  # v1 was a first start, v2-good the one upgrade
     assert record.state == "rolled-back" and record.safety and record.safety in box.zfs.snapshots(box.dataset)
 
 
