@@ -5,8 +5,9 @@ before `--at`) and check it (homelab.backup.bundle); check the target (no homela
 data, unless `replace`); check that every object the datasets' listings name is on the remote and that
 every database dump is whole; only then write the config folder (homelab.yaml rewritten for another
 pool, mountpoint or domain), create the datasets (`storage apply`, or plain folders), restore every
-dataset, put the edge's certificates back, bring the stacks up in dependency order through the health
-gate (start_stacks) and read each app's sentinel back (homelab.backup.sentinel). At the end:
+dataset, put the edge's certificates back, bring the stacks up through `homelab up`'s own session
+(homelab/up.py on the engine the recovered config names: dependency order, the health gate, the declared
+state) and read each app's sentinel back (homelab.backup.sentinel). At the end:
 the time it took (RTO) and the age of the data recovered (RPO).
 
 Everything it writes is listed in the journal (`<config folder>/.homelab-recover/journal.json`): a
@@ -49,15 +50,17 @@ from homelab.backup.snapshots import Snapshots
 from homelab.backup.state import State, write_private
 from homelab.config.loaded import LoadedConfig
 from homelab.config.loader import load
+from homelab.config.models import Config
 from homelab.engine.host import prepare_host
+from homelab.engine.interface import Engine
 from homelab.errors import CommandFailed, HomelabError
 from homelab.plan import build_plan
 from homelab.plan_model import Dataset, Plan
-from homelab.runtime.docker import Engine
+from homelab.runtime.docker import Engine as Docker
 from homelab.runtime.rclone import RcloneDriver
 from homelab.storage import apply_storage
 
-StartStacks = Callable[[LoadedConfig, Engine, Say], list[str]]
+EngineFor = Callable[[Config], Engine]  # the engine the recovered config names (interface.engine_for)
 
 __all__ = ["RecoverError", "Recovered", "Target", "TargetNotEmpty", "recover", "rewrite_config", "start_stacks"]
 
@@ -172,16 +175,16 @@ def _certificates(found: bundle.Bundle, plan: Plan, journal: Journal) -> str:
 
 
 def start_stacks(loaded: LoadedConfig, engine: Engine, say: Say, timeout: float = 300) -> list[str]:
-    """Render the stacks and bring every one up in dependency order through the health gate: what `up`
-    does on a machine where nothing runs (the one place recover starts stacks)."""
-    from homelab.engine import compose as apply
-    from homelab.engine.model import select_stacks
-    from homelab.project import render_project
+    """Every stack up through `homelab up`'s session (homelab/up.py): the engine checked, dependency order,
+    the health gate, every declared service running and healthy at the end (ApplyFailed naming each one
+    down), the staging-first switch; the stacks applied."""
+    from homelab import up as session
+    from homelab.project import default_out
 
-    rendered = render_project(loaded)
-    stacks = select_stacks(rendered.plan, [])
-    convergence = apply.converge(rendered.plan, rendered.out, engine, stacks, include_removed_stacks=False)
-    return apply.apply(convergence, rendered.plan, engine, timeout=timeout, progress=say).applied
+    loaded_for_up = session.Loaded(loaded, build_plan(loaded), default_out(loaded).resolve())
+    shown = session.Shown(plan=lambda _result, _convergence: None, progress=say, say=say)
+    report = session.up(loaded_for_up, engine, session.UpOptions(timeout=timeout), shown)
+    return report.applied.applied if report.applied is not None else []
 
 
 # --- the whole recovery ---------------------------------------------------------------------------
@@ -202,13 +205,13 @@ class _Run:
 def recover(
     target: Target,
     *,
-    engine: Engine | None = None,
-    start: StartStacks = start_stacks,
+    engine: EngineFor | None = None,
     say: Say = quiet,
     clock: Callable[[], datetime] = utcnow,
     driver: RcloneDriver | None = None,
 ) -> Recovered:
-    """Recover onto this machine. RecoverError (nothing started, what was written listed) when it cannot."""
+    """Recover onto this machine; `engine`: the stacks' engine for the recovered config (None: start none).
+    RecoverError (nothing started, what was written listed) when it cannot."""
     state = State(target.config_dir / STATE_DIR)
     state.ensure()
     resume = read_journal(state)
@@ -233,13 +236,16 @@ def recover(
         save_journal(state, work.journal)
         raise RecoverError(_stopped(exc, work.journal, datasets_of(found))) from None
     servers = databases.servers(plan, loaded.base_dir)
+    docker = None
     if engine is not None:
         t = time.monotonic()
-        result.started = start(loaded, engine, say)
-        steps.done("stacks", t, f"{', '.join(result.started)} healthy")
-        _load_dumps(work, engine, servers)
+        stacks = engine(loaded.config)
+        result.started = start_stacks(loaded, stacks, say)
+        steps.done("stacks", t, f"{', '.join(result.started) or 'every stack already'} healthy")
+        docker = stacks.compose_driver()
+        _load_dumps(work, docker, servers)
     t = time.monotonic()
-    result.sentinels, wrong = sentinel.check_all(found.manifest.sentinels, plan, engine, servers)
+    result.sentinels, wrong = sentinel.check_all(found.manifest.sentinels, plan, docker, servers)
     if wrong:
         raise RecoverError("recovered, but the apps' data is not what was backed up: " + "; ".join(wrong))
     steps.done("sentinels", t, f"{len(result.sentinels)} read back" if result.sentinels else "none in the bundle")
@@ -332,9 +338,16 @@ def _fresh_for_dumps(work: _Run, plan: Plan) -> str:
     return f"{loads}: will start empty and load the dump" if needed else "every server starts from its pages"
 
 
-def _load_dumps(work: _Run, engine: Engine, servers: list[databases.Server]) -> None:
+def _load_dumps(work: _Run, engine: Docker | None, servers: list[databases.Server]) -> None:
     by_name = {(s.stack, s.dump.service): s for s in servers}
-    for dump in [d for d in work.found.manifest.dumps if d.member in work.journal.dumps]:
+    pending = [d for d in work.found.manifest.dumps if d.member in work.journal.dumps]
+    if pending and engine is None:
+        raise RecoverError(
+            "the stacks are up, but the dumps load through Compose (`docker compose exec`), and this config's "
+            f"engine is Swarm: load {', '.join(d.member for d in pending)} from the bundle by hand"
+        )
+    for dump in pending:
+        assert engine is not None
         t = time.monotonic()
         server = by_name[(dump.stack, dump.service)]
         with tempfile.NamedTemporaryFile(suffix=".sql", dir=work.state.scratch) as handle:
