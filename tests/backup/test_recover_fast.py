@@ -11,12 +11,12 @@ import yaml
 
 from homelab.backup import BackupError, run_backup
 from homelab.backup.recover import RecoverError, Target, TargetNotEmpty, recover, rewrite_config
+from homelab.engine.compose_engine import ComposeEngine
 from homelab.errors import ExitCode
 from homelab.layout import project_name
 from homelab.plan import build_plan
 from tests.backup.conftest import KEY, fill, tree
 from tests.backup.fast import FastLab, make_fast_lab
-from homelab.engine.compose_engine import ComposeEngine
 from tests.fakes.docker import FakeDocker, container
 
 DUMP = b"--\n-- PostgreSQL database dump\n--\n\nCREATE TABLE t ();\n\n--\n-- PostgreSQL database dump complete\n--\n\n"

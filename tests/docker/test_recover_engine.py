@@ -118,7 +118,14 @@ def test_recover_brings_every_stack_up_and_every_sentinel_back(world, make_pool,
             out = proc.stdout
             for step in ("bundle", "config", "restore rstudio/home", "stacks", "load cloud/db", "sentinels"):
                 assert any(line.startswith(step) for line in out.splitlines()), (step, out)
-            for sentinel in ("jenkins:", "rstudio:", "nextcloud:", "plex:", "cloud: cloud/db homelab_sentinel"):
+            for sentinel in (
+                "jenkins:",
+                "rstudio:",
+                "nextcloud:",
+                "plex:",
+                "gitea:",
+                "cloud: cloud/db homelab_sentinel",
+            ):
                 assert any(line.startswith(f"sentinel {sentinel}") for line in out.splitlines()), (sentinel, out)
             assert "RTO" in out and "RPO" in out
             healthy = standins.docker(
