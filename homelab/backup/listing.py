@@ -149,13 +149,22 @@ def sources(ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[str
 
 
 def download(
-    ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[tree.Entry], target: Path, label: str
+    ctx: Context,
+    d: Dataset,
+    remote: str,
+    run_id: str,
+    wanted: list[tree.Entry],
+    target: Path,
+    label: str,
+    found: dict[str, list[str]] | None = None,
 ) -> int:
     """The objects of `wanted` as of run `run_id` into target, each derived one moved to its real name and
     each derived symlink made; how many objects rclone copied. A copy that fails raises BackupError; an object
-    that did not come back is for the caller's comparison with the listing (tree.differences) to name."""
+    that did not come back is for the caller's comparison with the listing (tree.differences) to name.
+    `found`: where the objects are, when the caller looked already (`sources`)."""
     files = 0
-    for root, objects in sources(ctx, d, remote, run_id, tree.rclone_names(wanted)).items():
+    where = found if found is not None else sources(ctx, d, remote, run_id, tree.rclone_names(wanted))
+    for root, objects in where.items():
         result = ctx.rclone.copy(root, target, label=label, files=objects)
         if not result.ok:
             raise BackupError(f"restore of {d.key} as of {run_id} failed: {result.why('copy')}")

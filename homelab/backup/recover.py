@@ -17,9 +17,6 @@ what is not, and the next `recover` into the same folder continues from the same
 
 from __future__ import annotations
 
-import os
-import shutil
-import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,8 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from homelab.backup import bundle, databases, listing, sentinel
-from homelab.backup.context import BackupError, Context, Say, quiet, utcnow
+from homelab.backup import bundle, databases, sentinel
+from homelab.backup.context import Context, Say, quiet, utcnow
+from homelab.backup.recover_datasets import clear_folder, locate, restore_all
 from homelab.backup.recovery import (
     REMOTE,
     STATE_DIR,
@@ -45,7 +43,6 @@ from homelab.backup.recovery import (
     rewrite_config,
     save_journal,
 )
-from homelab.backup.restore import chosen_listing, restore
 from homelab.backup.snapshots import Snapshots
 from homelab.backup.state import State, write_private
 from homelab.config.loaded import LoadedConfig
@@ -98,61 +95,6 @@ def _write_config(target: Target, found: bundle.Bundle, config: bytes, journal: 
         if str(dest) not in journal.written:
             journal.written.append(str(dest))
     save_journal(state, journal)
-
-
-# --- datasets -----------------------------------------------------------------------------------
-
-
-def _restore_into(ctx: Context, d: Dataset, at: datetime, run: str) -> int:
-    """Restore into the dataset's folder, which `storage apply` may have given an empty acme.json: into a
-    folder inside it (the same filesystem), then each entry moved up, the root's owner, mode and mtime last."""
-    path = Path(d.path)
-    staging = path / f".homelab-recover-{run}"
-    if staging.exists():
-        shutil.rmtree(staging)  # what a recovery stopped midway left
-    result = restore(ctx, d.key, staging, at=at, remote=REMOTE)
-    st = staging.lstat()  # the root's, as the listing has it: before moving the entries changes its mtime
-    for child in list(staging.iterdir()):
-        dest = path / child.name
-        if dest.is_dir() and not dest.is_symlink():
-            shutil.rmtree(dest)
-        child.replace(dest)
-    staging.rmdir()
-    if os.geteuid() == 0:
-        os.chown(path, st.st_uid, st.st_gid)
-    path.chmod(stat.S_IMODE(st.st_mode))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return result.files
-
-
-def _clear(path: Path) -> None:
-    for child in path.iterdir():
-        if child.name == ".zfs":
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
-
-
-def _missing_objects(ctx: Context, datasets: list[Dataset], at: datetime) -> list[str]:
-    """Every object the chosen listings name, on the remote: checked before anything is written."""
-    problems = []
-    for d in datasets:
-        try:
-            chosen = chosen_listing(ctx, d, REMOTE, at)
-        except BackupError as exc:
-            problems.append(str(exc))
-            continue
-        wanted = [e.rclone_name for e in chosen.entries if e.has_object]
-        current = ctx.remote_path(REMOTE, "current", d.key)
-        in_current = listing.sources(ctx, d, REMOTE, chosen.run, wanted).get(current, [])
-        held = set(ctx.rclone.list_files(current, recursive=True)) if in_current else set()
-        lost = [n for n in in_current if n not in held]
-        if lost:
-            shown = ", ".join(lost[:5]) + (f" (and {len(lost) - 5} more)" if len(lost) > 5 else "")
-            problems.append(f"dataset {d.key}: {len(lost)} objects missing on the remote: {shown}")
-    return problems
 
 
 def _certificates(found: bundle.Bundle, plan: Plan, journal: Journal) -> str:
@@ -283,25 +225,21 @@ def _restore_all(
     datasets = [d for d in plan.datasets if d.key in keys]
     ctx = Context(loaded, datasets, work.state, rclone, Snapshots(), [REMOTE], clock)
     steps.done("config", t, f"{len(journal.written)} files into {target.config_dir}")
-    at = found.manifest.created
     t = time.monotonic()
-    lost = _missing_objects(ctx, [d for d in datasets if d.key not in journal.restored], at)
+    located, lost = locate(ctx, REMOTE, [d for d in datasets if d.key not in journal.restored], found.manifest.created)
     if lost:
         raise RecoverError("; ".join(lost))
     steps.done("remote", t, f"every object of {len(datasets)} datasets is there")
     t = time.monotonic()
     _storage(plan, target)
     steps.done("datasets", t, f"{len(plan.datasets)} {'folders' if target.folders else 'ZFS datasets'}")
-    for d in datasets:
-        if d.key in journal.restored:
-            continue
-        t = time.monotonic()
-        if target.replace or work.resume:
-            _clear(Path(d.path))
-        files = _restore_into(ctx, d, at, found.manifest.run)
+
+    def restored(d: Dataset, since: float, files: int) -> None:
         journal.restored.append(d.key)
         save_journal(work.state, journal)
-        steps.done(f"restore {d.key}", t, f"{files} files")
+        steps.done(f"restore {d.key}", since, f"{files} files")
+
+    restore_all(ctx, REMOTE, located, found.manifest.run, target.replace or work.resume, restored)
     t = time.monotonic()
     steps.done("certificates", t, _certificates(found, plan, journal) if not target.domain else "new domain")
     t = time.monotonic()
@@ -328,7 +266,7 @@ def _fresh_for_dumps(work: _Run, plan: Plan) -> str:
     needed = _dump_needed(found, plan)
     folders = {d.key: Path(d.path) for d in plan.datasets}
     for dump in needed:
-        _clear(folders[dump.dataset])
+        clear_folder(folders[dump.dataset])
         if dump.member not in work.journal.dumps:
             work.journal.dumps.append(dump.member)
     save_journal(work.state, work.journal)

@@ -41,16 +41,21 @@ def restore(
     at: datetime | None = None,
     subpath: str | None = None,
     remote: str | None = None,
+    chosen: listing.Listing | None = None,
+    found: dict[str, list[str]] | None = None,
 ) -> Restored:
+    """`chosen`, `found`: the listing and where its objects are (listing.sources), when the caller has
+    them already (a recovery found them while checking the remote); else read from the remote here."""
     (d,) = ctx.select([key])
     remote = remote or ctx.remotes[0]
     if to.exists() and any(to.iterdir()):
         raise BackupError(f"{to} is not empty: restore only into a new or empty folder")
     to.mkdir(parents=True, exist_ok=True)
     sub = (subpath or "").strip("/")
-    chosen = chosen_listing(ctx, d, remote, at)
+    chosen = chosen or chosen_listing(ctx, d, remote, at)
     wanted = tree.under(chosen.entries, sub)
-    files = listing.download(ctx, d, remote, chosen.run, wanted, to, f"restore-{remote}-{d.key.replace('/', '_')}")
+    label = f"restore-{remote}-{d.key.replace('/', '_')}"
+    files = listing.download(ctx, d, remote, chosen.run, wanted, to, label, None if sub else found)
     applied = tree.apply(to, wanted)
     lost = [p for p in tree.differences(wanted, to) if p.endswith(": not restored")]
     if lost:
