@@ -24,21 +24,10 @@ def scratch_pool(prefix: str, size: str) -> Iterator[tuple[Path, str]]:
     work = Path(tempfile.mkdtemp(prefix=f"homelab-{prefix}-"))
     pool = f"hl{prefix.replace('-', '')}{int(time.time()) % 100000}"
     try:
-        subprocess.run(
-            [
-                "zpool",
-                "create",
-                "-f",
-                "-o",
-                "cachefile=none",
-                "-m",
-                str(work / "pool-mnt"),
-                pool,
-                str(work / "pool.img"),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        vdev, mount = str(work / "pool.img"), str(work / "pool-mnt")
+        subprocess.run(["truncate", "-s", size, vdev], check=True)
+        create = ["zpool", "create", "-f", "-o", "cachefile=none", "-m", mount, pool, vdev]
+        subprocess.run(create, check=True, capture_output=True)
         try:
             yield work, pool
         finally:
