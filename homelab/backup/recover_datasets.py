@@ -1,7 +1,7 @@
 """The datasets' part of `homelab recover` (homelab.backup.recover): where every object of each dataset is on
-the remote, found once - the listing chosen, the later runs' archives, one listing of `current/` for every
-dataset - and checked before anything is written; then the datasets restored side by side, each with what
-was found (no second fetch of its listing, no second walk of the remote).
+the remote, found once - one listing each of `meta/`, `archive/` and `current/` for every dataset, each
+dataset's chosen listing fetched - and checked before anything is written; then the datasets restored side
+by side, each with what was found (no second fetch of its listing, no second walk of the remote).
 
 Restores run in parallel (`WORKERS`, each an rclone copy with its own transfers): a small dataset is not
 queued behind a large one, as one `rclone copy` of everything would not queue it.
@@ -41,14 +41,16 @@ def locate(ctx: Context, remote: str, datasets: list[Dataset], at: datetime) -> 
     located, problems = [], []
     current = ctx.remote_path(remote, "current")
     held: set[str] | None = None
+    listed = listing.every_listing(ctx, remote) if datasets else {}
+    archived = listing.archived_runs(ctx, remote) if datasets else []
     for d in datasets:
         try:
-            chosen = chosen_listing(ctx, d, remote, at)
+            chosen = chosen_listing(ctx, d, remote, at, listed.get(d.key, []))
         except BackupError as exc:
             problems.append(str(exc))
             continue
         wanted = [e.rclone_name for e in chosen.entries if e.has_object]
-        found = listing.sources(ctx, d, remote, chosen.run, wanted)
+        found = listing.sources(ctx, d, remote, chosen.run, wanted, archived)
         in_current = found.get(ctx.remote_path(remote, "current", d.key), [])
         if in_current and held is None:
             held = set(ctx.rclone.list_files(current, recursive=True))  # once, for every dataset

@@ -65,12 +65,16 @@ def restore(
     return Restored(d.key, remote, files, chosen.run, applied.entries, not applied.owners_skipped, missing)
 
 
-def chosen_listing(ctx: Context, d: Dataset, remote: str, at: datetime | None) -> listing.Listing:
-    """The listing a restore as of `at` (None: the latest complete run) follows."""
+def chosen_listing(
+    ctx: Context, d: Dataset, remote: str, at: datetime | None, listed: list[listing.Listed] | None = None
+) -> listing.Listing:
+    """The listing a restore as of `at` (None: the latest complete run) follows. `listed`: the dataset's
+    listings on the remote (listing.runs_with_listing), when the caller listed them already."""
     if at is None:
         return listing.latest(ctx, d, remote, ctx.last_success(d.key, remote))
     limit = at.astimezone(UTC).strftime(STAMP)
-    older = [n for n in listing.runs_with_listing(ctx, d, remote) if n.run.split("-")[0] <= limit]
+    runs = listed if listed is not None else listing.runs_with_listing(ctx, d, remote)
+    older = [n for n in runs if n.run.split("-")[0] <= limit]
     if not older:
         raise BackupError(f"no backup of {d.key} on {remote} at or before {iso(at)} (no listing in meta/{d.key}/)")
     return listing.fetch(ctx, d, remote, older[-1])
