@@ -38,23 +38,33 @@ class Located:
 
 def locate(ctx: Context, remote: str, datasets: list[Dataset], at: datetime) -> tuple[list[Located], list[str]]:
     """(each dataset located, problems): every object the chosen listings name must be on the remote."""
-    located, problems = [], []
-    current = ctx.remote_path(remote, "current")
-    held: set[str] | None = None
-    listed = listing.every_listing(ctx, remote) if datasets else {}
-    archived = listing.archived_runs(ctx, remote) if datasets else []
-    for d in datasets:
+    located: list[Located] = []
+    problems: list[str] = []
+    if not datasets:
+        return located, problems
+    listed: dict[str, list[listing.Listed]] = {}
+
+    def choose(d: Dataset) -> listing.Listing | BackupError:
         try:
-            chosen = chosen_listing(ctx, d, remote, at, listed.get(d.key, []))
+            return chosen_listing(ctx, d, remote, at, listed.get(d.key, []))
         except BackupError as exc:
-            problems.append(str(exc))
+            return exc
+
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="recover-listing") as pool:  # side by side
+        metas = pool.submit(listing.every_listing, ctx, remote)
+        archives = pool.submit(listing.archived_runs, ctx, remote)
+        current = pool.submit(ctx.rclone.list_files, ctx.remote_path(remote, "current"), recursive=True)
+        listed.update(metas.result())
+        chosen_all = list(pool.map(choose, datasets))  # each dataset's listing downloaded
+        archived, held = archives.result(), set(current.result())
+    for d, chosen in zip(datasets, chosen_all, strict=True):
+        if isinstance(chosen, BackupError):
+            problems.append(str(chosen))
             continue
         wanted = [e.rclone_name for e in chosen.entries if e.has_object]
         found = listing.sources(ctx, d, remote, chosen.run, wanted, archived)
         in_current = found.get(ctx.remote_path(remote, "current", d.key), [])
-        if in_current and held is None:
-            held = set(ctx.rclone.list_files(current, recursive=True))  # once, for every dataset
-        lost = [n for n in in_current if f"{d.key}/{n}" not in (held or set())]
+        lost = [n for n in in_current if f"{d.key}/{n}" not in held]
         if lost:
             shown = ", ".join(lost[:5]) + (f" (and {len(lost) - 5} more)" if len(lost) > 5 else "")
             problems.append(f"dataset {d.key}: {len(lost)} objects missing on the remote: {shown}")
