@@ -138,6 +138,25 @@ def test_a_database_not_backed_up_starts_empty_and_loads_its_dump_then_its_row_r
     assert "cloud/db: will start empty and load the dump" in result.steps[-4][2]
 
 
+def test_a_service_that_does_not_become_healthy_stops_the_recovery_before_the_dumps_and_sentinels(
+    tmp_path: Path,
+) -> None:
+    """`up`'s declared-state gate: the recovery says which service is down and reads nothing through it."""
+    from homelab.engine.health import ApplyFailed
+
+    lab = _lab(tmp_path, apps=frozenset({"rstudio", "nextcloud"}))
+    docker = FakeDocker(container(project_name("cloud"), "db"))
+    docker.exec_output["db"] = DUMP
+    run_backup(lab.ctx(engine=docker))
+    recovering = FakeDocker()
+    recovering.health["db"] = "unhealthy"
+    target = Target("unused", "p", "s", tmp_path / "new-cfg", mountpoint=str(tmp_path / "new-srv"), folders=True)
+    (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
+    with pytest.raises(ApplyFailed, match=r"\bdb\b"):
+        recover(target, driver=lab.rclone, engine=lambda _: ComposeEngine(recovering), clock=lab.clock)
+    assert not [c for c in recovering.calls if c[0] == "exec<"]  # no dump loaded, no row read
+
+
 def test_a_dump_the_server_refuses_is_one_message(tmp_path: Path) -> None:
     from homelab.errors import CommandFailed
 
