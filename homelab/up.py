@@ -107,7 +107,7 @@ def up(loaded: Loaded, engine: Engine, options: UpOptions, shown: Shown) -> UpRe
     # refuses before anything is written; the certificates held are read where the edge runs
     counted = guard.enforce(loaded.plan, dry_run=options.dry_run, read=partial(engine.read_file, loaded.plan))
     if counted.unread:
-        shown.say(f"certificate guard skipped: the edge's store {counted.unread}")
+        shown.say(f"certificate guard skipped: {counted.unread}")
     for line in _stale_challenges(loaded.plan, engine, options.dry_run):
         shown.say(line)
     recovery, previous = _journal_first(loaded, engine, options, shown.progress)

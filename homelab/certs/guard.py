@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
 from homelab.certs.policy import ca_server, name_sets, staging_server
 from homelab.certs.staging import with_stages
-from homelab.certs.store import Holdings, Reader, ca_kind_of_url, read_here, read_holdings
-from homelab.errors import NodeDown, Refused
+from homelab.certs.store import Holdings, Reader, StoreOutOfReach, ca_kind_of_url, read_here, read_holdings
+from homelab.errors import Refused
 from homelab.plan_model import Plan
 
 # A request whose certificate has not appeared by then is counted as a failed validation.
@@ -139,7 +139,7 @@ def enforce(plan: Plan, *, dry_run: bool, now: datetime | None = None, read: Rea
         return Decision(False, [], [])
     try:
         holdings = read_holdings(plan, read)
-    except NodeDown as exc:
+    except StoreOutOfReach as exc:
         # the edge cannot run on that node, so it orders nothing until it is back; up's health gate
         # names the node, and the next `up` counts again
         return Decision(False, [], [], unread=str(exc))

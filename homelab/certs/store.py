@@ -33,6 +33,10 @@ class UnreadableStore(HomelabError):
     exit_code = 2
 
 
+class StoreOutOfReach(UnreadableStore):
+    """The store is on a Swarm node that is down (so is the edge placed there)."""
+
+
 @dataclass(frozen=True)
 class Issued:
     """One certificate a CA issued to this box (one order that succeeded)."""
@@ -144,8 +148,8 @@ def read_resolvers(path: Path, challenge: str = "", read: Reader = read_here) ->
     the certificates per resolver, in the store's order."""
     try:
         text = read(path)
-    except NodeDown:
-        raise  # not a bad store: the guard says why it cannot count (certs/guard.py)
+    except NodeDown as exc:
+        raise StoreOutOfReach(f"{path}: {exc}") from None
     except OSError as exc:
         raise UnreadableStore(f"{path}: cannot read ({exc.strerror or exc})") from None
     if text is None:
