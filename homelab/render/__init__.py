@@ -15,7 +15,7 @@ from homelab.render.rendering import Rendering as Rendering
 def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
     """Every file for every stack. `secret_values` holds the user-provided secrets that must be
     embedded in secret config files (ddclient.conf, collectd's IPMI block)."""
-    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring
+    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring, sso
     from homelab.render import swarm_stack as swarm
 
     rendering = Rendering()
@@ -32,6 +32,8 @@ def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
         ddclient.render(plan, rendering, secret_values)
     if plan.config.monitoring.enabled:
         monitoring.render(plan, rendering, secret_values)
+    if plan.config.sso.enabled:
+        sso.render(plan, rendering, secret_values)
     if swarm_engine:  # last: the stack files name each config by its content
         swarm.render(plan, rendering)
     return rendering

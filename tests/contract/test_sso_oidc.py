@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from homelab.plan_model import Plan
-from homelab.render.sso_oidc import Client, Keys, clients, issuer
+from homelab.render.sso_oidc import Keys
+from homelab.sso_routes import Client, clients, issuer
 from tests.contract.edge_support import Edge, LocalCA, free_port
 from tests.contract.sso_support import PASSWORDS, client, form, portal, sso_edge, sso_plan, transport
 

@@ -15,9 +15,10 @@ from homelab.plan_model import Plan
 from homelab.render import sso
 from homelab.render.edge_nginx import nginx_conf
 from homelab.render.edge_traefik import dynamic_config, route_labels
-from homelab.render.sso_oidc import Keys, clients, provider
+from homelab.render.sso_oidc import Keys, provider
 from homelab.secrets import user_secret_values
 from homelab.sso_passwd import hash_password
+from homelab.sso_routes import clients
 from tests.conftest import write_secret
 
 PASSWORD = "a long enough password"
