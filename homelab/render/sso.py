@@ -223,15 +223,21 @@ def render(plan: Plan, rendering: Rendering, secret_values: dict[str, str]) -> N
     ).encode()
 
 
-def lmconf_secret(plan: Plan, generated: dict[str, bytes]) -> bytes:
-    """lmConf-1.json with the generated OIDC signing key (its public half derived here) and client secrets."""
+def keys_of(plan: Plan, generated: dict[str, bytes]) -> Keys:
+    """The provider's keys from the secrets writer's files: the RSA signing key (its public half derived
+    here) and each OIDC client's secret."""
     from cryptography.hazmat.primitives import serialization  # only with SSO on: plan/render start fast
 
     private = generated[OIDC_KEY_SECRET]
     key = serialization.load_pem_private_key(private, password=None)
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     secrets = {app: generated[c.secret_name].decode() for app, c in clients(plan).items()}
-    return conf_json(plan, Paths(), Keys(private.decode(), public.decode(), secrets)).encode()
+    return Keys(private.decode(), public.decode(), secrets)
+
+
+def lmconf_secret(plan: Plan, generated: dict[str, bytes]) -> bytes:
+    """lmConf-1.json with the generated OIDC signing key and client secrets (a secret file)."""
+    return conf_json(plan, Paths(), keys_of(plan, generated)).encode()
 
 
 def conf_json(plan: Plan, paths: Paths = Paths(), keys: Keys | None = None) -> str:
