@@ -104,6 +104,11 @@ CALLBACKS = {
     "grafana": "/login/generic_oauth",
 }
 SCOPES = ("openid", "profile", "email", "groups")
+# The apps whose OIDC login sends no PKCE code challenge: their client cannot require it (the client secret
+# still authenticates them at the token endpoint). Gitea's OAuth2 login sources build the authorization URL
+# without one up to 1.22 at least (go-gitea/gitea#21376 and #34747, open; the PKCE pull request #38202 is
+# not merged); Grafana (use_pkce), Nextcloud user_oidc (use_pkce) and Jenkins oic-auth (pkceEnabled) send one.
+NO_PKCE = frozenset({"gitea"})
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,11 @@ class Client:
     redirect_uri: str
     issuer: str
     groups: tuple[str, ...]
+
+    @property
+    def pkce(self) -> bool:
+        """The provider requires a PKCE code challenge of this client (every app whose login sends one)."""
+        return self.app not in NO_PKCE
 
     @property
     def discovery_url(self) -> str:

@@ -1,5 +1,5 @@
 """The portal's OpenID Connect provider: one client per app with `access: oidc` (homelab/sso_routes.py
-`clients`), PKCE required, and the signing key."""
+`clients`), PKCE required of every app whose login sends it, and the signing key."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def provider(plan: Plan, keys: Keys) -> dict[str, Any]:
                 "oidcRPMetaDataOptionsClientSecret": keys.client_secrets[app],
                 "oidcRPMetaDataOptionsRedirectUris": c.redirect_uri,
                 "oidcRPMetaDataOptionsPublic": 0,
-                "oidcRPMetaDataOptionsRequirePKCE": 1,
+                "oidcRPMetaDataOptionsRequirePKCE": int(c.pkce),
                 "oidcRPMetaDataOptionsBypassConsent": 1,  # the admin chose the app in homelab.yaml
                 "oidcRPMetaDataOptionsIDTokenSignAlg": "RS256",
                 "oidcRPMetaDataOptionsAccessTokenExpiration": 3600,

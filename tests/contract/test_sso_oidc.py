@@ -129,21 +129,27 @@ def _authorize(edge: Edge, rp: Client, url: str, user: str) -> httpx.Response:
     raise AssertionError("more than 6 steps between the app and the portal")
 
 
+# Gitea's OAuth2 login source sends no PKCE code challenge (go-gitea/gitea#21376, #34747): its flow is run
+# as Gitea runs it; the other apps' logins send one (S256)
+SENDS_PKCE = {"nextcloud": True, "gitea": False, "jenkins": True, "grafana": True}
+
+
 @pytest.mark.parametrize("app", OIDC_APPS)
-def test_authorization_code_flow_with_pkce(
+def test_authorization_code_flow_as_each_app_runs_it(
     lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any], app: str
 ) -> None:
     plan, keys, edge = setup
     rp = clients(plan)[app]
+    pkce = SENDS_PKCE[app]
     oauth = lib.OAuth2Client(
         rp.client_id,
         keys.client_secrets[app],
         scope="openid profile email groups",
         redirect_uri=rp.redirect_uri,
-        code_challenge_method="S256",
+        code_challenge_method="S256" if pkce else None,
         transport=transport(edge.ca_file),
     )
-    verifier = "v" * 20 + "-pkce-verifier-of-the-test-0123456789"
+    verifier = "v" * 20 + "-pkce-verifier-of-the-test-0123456789" if pkce else None
     url, state = oauth.create_authorization_url(
         discovery["authorization_endpoint"], code_verifier=verifier, nonce="n-1"
     )
@@ -172,14 +178,15 @@ def test_authorization_code_flow_with_pkce(
     assert info["groups"] == ["family", "admins"]
 
 
+@pytest.mark.parametrize("app", [app for app in OIDC_APPS if SENDS_PKCE[app]])
 def test_pkce_is_required_and_checked(
-    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]
+    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any], app: str
 ) -> None:
     plan, keys, edge = setup
-    rp = clients(plan)["gitea"]
+    rp = clients(plan)[app]
     oauth = lib.OAuth2Client(
         rp.client_id,
-        keys.client_secrets["gitea"],
+        keys.client_secrets[app],
         scope="openid",
         redirect_uri=rp.redirect_uri,
         transport=transport(edge.ca_file),
