@@ -109,6 +109,8 @@ def test_sso_portal_stack_passes_compose_config(example_dir: Path, compose_v2: s
     targets = {s["source"]: s.get("target") for s in portal["secrets"]}
     assert targets["sso_lmconf"] == "/var/lib/lemonldap-ng/conf/lmConf-1.json"
     assert resolved["sso"]["secrets"]["sso_lmconf"]["file"] == str(secrets / "sso_lmconf")
+    rendered = [v["source"] for v in portal["volumes"] if v["type"] == "bind" and "/sso/data" not in v["source"]]
+    assert len(rendered) == 4 and all(Path(source).exists() for source in rendered), rendered  # files render wrote
     data = [v for v in portal["volumes"] if v["target"] == "/var/lib/lemonldap-ng/data"]
     assert data and data[0]["source"].endswith("/sso/data") and not data[0].get("read_only")
     grafana = resolved["monitoring"]["services"]["grafana"]

@@ -46,7 +46,7 @@ class Paths:
     conf_dir: str = LLNG_CONF_DIR
     sessions: str = "/var/lib/lemonldap-ng/data/sessions"  # the data dataset (compose/sso.yaml)
     psessions: str = "/var/lib/lemonldap-ng/data/psessions"
-    cache: str = "/var/cache/lemonldap-ng"
+    cache: str = "/var/lib/lemonldap-ng/cache"  # the packages' folder (www-data), a cache: not backed up
     users_file: str = f"/run/secrets/{USERS_SECRET}"
     perl_dir: str = "/etc/lemonldap-ng/perl"  # Homelab::SSO::*.pm: the FastCGI server has it in PERL5LIB
     portal_htdocs: str = "/usr/share/lemonldap-ng/portal/htdocs"
