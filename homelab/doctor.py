@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from homelab.checks import Check, Level
-from homelab.engine.host import ACME_MODE, acme_json_path, acme_state, wrong_owners
+from homelab.engine.host import ACME_MODE, AcmeState, acme_json_path, acme_state, wrong_owners
 from homelab.errors import CommandFailed, HomelabError
 from homelab.images.budget import Budget
 from homelab.memory import ArcPlan, host_budget, plan_arc
@@ -38,11 +38,11 @@ def run_checks(
     from homelab.certs import preflight
 
     checks = [*_docker(docker or Docker()), *_ports(plan), *_hostnames(plan, resolve or _resolve)]
-    checks += [*_zfs(plan, zfs or ZfsCli()), *_owners(plan), *_acme(plan), *_disk(plan), *_sensors(plan, bmc)]
-    checks += preflight.run(plan, preflight.Probe())
     from homelab.engine.interface import engine_for
 
     engine = engine or engine_for(plan.config)
+    checks += [*_zfs(plan, zfs or ZfsCli()), *_owners(plan), *_acme(plan, partial(engine.file_state, plan))]
+    checks += [*_disk(plan), *_sensors(plan, bmc), *preflight.run(plan, preflight.Probe())]
     checks += engine.checks(plan)
     held = status.held_checks(plan, read=partial(engine.read_file, plan))  # where the edge runs
     return [*checks, *held, *memory_checks(host_budget(plan), plan_arc)]
@@ -134,11 +134,16 @@ def _owners(plan: Plan) -> Iterator[Check]:
         yield Check("ok", "dataset owners", "every existing dataset folder has its dataset's uid:gid")
 
 
-def _acme(plan: Plan) -> Iterator[Check]:
+def _acme(plan: Plan, state_of: Callable[[Path], AcmeState] = acme_state) -> Iterator[Check]:
+    """acme.json as `state_of` finds it: on the node where the edge runs (Engine.file_state)."""
     path = acme_json_path(plan)
     if path is None:
         return
-    state = acme_state(path)
+    try:
+        state = state_of(path)
+    except OSError as exc:
+        yield Check("fail", "acme.json", f"{path}: {exc}")
+        return
     if state.kind == "missing":
         yield Check("warn", "acme.json", f"{path} does not exist yet (created 0600 before the edge starts)")
     elif state.kind == "not-a-file":

@@ -8,6 +8,7 @@ from pathlib import Path
 from homelab import writer
 from homelab.certs.staging import with_stages
 from homelab.config.loaded import LoadedConfig
+from homelab.engine.interface import stack_files_for
 from homelab.layout import SECRETS_DIR, STACKS_DIR
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
@@ -40,7 +41,7 @@ def render_project(
     changes unless `dry_run`."""
     out = (out or default_out(loaded)).resolve()
     plan = with_stages(plan or build_plan(loaded))  # the staging-first switch reads what the edge holds
-    rendering = render_all(plan, user_secret_values(loaded))
+    rendering = render_all(plan, user_secret_values(loaded), stack_files_for(plan.config))
     secrets = secret_contents(plan, out / SECRETS_DIR, rendering.secret_files)
     report = writer.diff(out, rendering.files, secrets, force=force)
     if not dry_run:

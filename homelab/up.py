@@ -7,7 +7,9 @@ Order, and why:
 2. the rate-limit guard refuses before anything is written (homelab/certs/guard.py), and the challenge
    records a failed order left in the DNS server are removed (homelab/certs/challenges.py);
 3. an upgrade a killed `homelab` left in the journal is finished or undone, and the compose files a
-   rollback returns to are read, before the render overwrites them (homelab/upgrade/run.py; Compose only);
+   rollback returns to are read, before the render overwrites them (homelab/upgrade/settle.py; Compose
+   only); a stack rolled back there, or whose rollback cannot be finished, is left as it is by this `up`,
+   which brings up the others and then fails saying why;
 4. render, converge, drift to repair; shown before anything changes;
 5. apply what changed (the upgrade guard around each stack), then the declared state's health, whatever
    this run deployed: `ApplyFailed` naming each declared service that is down, with the engine's reason;
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from homelab.engine.model import Guard, Progress
     from homelab.plan_model import Plan
     from homelab.project import RenderResult
+    from homelab.upgrade.settle import Recovery
 
 
 @dataclass(frozen=True)
@@ -62,12 +65,14 @@ class UpReport:
     applied: ApplyResult | None = None  # None: a dry run, or nothing to change
     repairs: list[Drift] = field(default_factory=list)
     seconds: float = 0.0
+    held: list[str] = field(default_factory=list)  # stacks left as they are: their journal (the error says why)
 
     def summary(self) -> str:
         done = "nothing to apply"
         if self.applied is not None:
             done = ", ".join(self.applied.applied + [f"{s} (removed)" for s in self.applied.removed]) + " applied"
-        return f"up: {done}; all healthy in {self.seconds:.1f}s"
+        left = f"; not brought up: {', '.join(self.held)} (below)" if self.held else ""
+        return f"up: {done}; all healthy in {self.seconds:.1f}s{left}"
 
 
 @dataclass(frozen=True)
@@ -103,9 +108,9 @@ def up(loaded: Loaded, engine: Engine, options: UpOptions, shown: Shown) -> UpRe
     guard.enforce(loaded.plan, dry_run=options.dry_run, read=partial(engine.read_file, loaded.plan))
     for line in _stale_challenges(loaded.plan, engine, options.dry_run):
         shown.say(line)
-    previous = _journal_first(loaded, engine, options, shown.progress)
+    recovery, previous = _journal_first(loaded, engine, options, shown.progress)
     result = render_project(loaded.config, loaded.out, force=options.force, dry_run=options.dry_run, plan=loaded.plan)
-    selected = select_stacks(result.plan, options.stacks)
+    selected = [s for s in select_stacks(result.plan, options.stacks) if s not in recovery.held]
     driver = engine.compose_driver()
     if options.local and not options.dry_run and driver is not None:
         from homelab import local as local_mode
@@ -117,7 +122,10 @@ def up(loaded: Loaded, engine: Engine, options: UpOptions, shown: Shown) -> UpRe
         include_removed_stacks=not options.stacks,
     )  # fmt: skip
     report = UpReport(
-        result, convergence, repairs=mark_repairs(convergence, engine.drift(convergence, result.plan, changed))
+        result,
+        convergence,
+        repairs=mark_repairs(convergence, engine.drift(convergence, result.plan, changed)),
+        held=list(recovery.held),
     )
     shown.plan(result, convergence)
     if options.dry_run:
@@ -128,37 +136,41 @@ def up(loaded: Loaded, engine: Engine, options: UpOptions, shown: Shown) -> UpRe
             convergence, result.plan, timeout=options.timeout, progress=shown.progress, guard=undo
         )
     # whatever this run deployed: every declared service of the selected stacks must be up at the end
-    gate = health.gated_stacks(result.plan, selected)
+    gate = [s for s in health.gated_stacks(result.plan, selected) if s not in recovery.held]
     health.require_declared(partial(engine.declared_down, result.plan, gate), options.timeout)
     report.seconds = time.monotonic() - began
     for found in report.repairs if report.applied else []:
         shown.say(f"repaired {describe(found)}")
     shown.say(report.summary())
+    held = recovery.error()
+    if held is not None:  # the others are up; the staging switch waits for an `up` of every stack
+        raise held
     _finish(loaded, result, engine, options, shown)
     return report
 
 
-def _journal_first(loaded: Loaded, engine: Engine, options: UpOptions, progress: Progress) -> dict[str, bytes]:
+def _journal_first(
+    loaded: Loaded, engine: Engine, options: UpOptions, progress: Progress
+) -> tuple[Recovery, dict[str, bytes]]:
+    from homelab.upgrade.settle import Recovery
+
     driver = engine.compose_driver()
     if driver is None:
-        return {}
-    from homelab.upgrade.run import journal_first
+        return Recovery(loaded.out), {}
+    from homelab.upgrade.run import backup_state, journal_first
 
     return journal_first(
-        loaded.out, driver, timeout=options.timeout, progress=progress, dry_run=options.dry_run, only=options.stacks
-    )
+        loaded.out, driver, timeout=options.timeout, progress=progress, dry_run=options.dry_run,
+        only=options.stacks, marks=backup_state(loaded.plan),
+    )  # fmt: skip
 
 
 def _stale_challenges(plan: Plan, engine: Engine, dry_run: bool) -> list[str]:
     """The challenge records a failed order left in the DNS server, removed before anything is written
-    (homelab/certs/challenges.py). The running edge's log says which it still answers on; on Swarm that log
-    is on the edge's node, so the records are left as they are there."""
-    driver = engine.compose_driver()
-    if driver is None:
-        return []
+    (homelab/certs/challenges.py); the running edge's log, wherever it runs, says which it still answers on."""
     from homelab.certs import challenges
 
-    return challenges.before_up(plan, driver, dry_run=dry_run)
+    return challenges.remove_stale(plan, engine.edge_log(plan), dry_run=dry_run)
 
 
 def _undo_guard(

@@ -111,10 +111,15 @@ def in_flight(plan: Plan, log: str) -> frozenset[str]:
     return frozenset(n.removeprefix("*.") for name, on in running.items() if on for n in lineages.get(name, ()))
 
 
+def acme_client(plan: Plan) -> str:
+    """The edge's service that orders certificates: Traefik, or NGINX's certbot."""
+    return "traefik" if plan.config.edge.kind == "traefik" else "certbot"
+
+
 def edge_log(plan: Plan, docker: Engine) -> str:
     """The tail of the log of the edge's ACME client (Traefik, or NGINX's certbot) while it runs; "" when
     it does not (a stopped client orders nothing: its log's open challenges ended with it)."""
-    service = "traefik" if plan.config.edge.kind == "traefik" else "certbot"
+    service = acme_client(plan)
     containers = docker.containers([project_name(EDGE_STACK)])
     edge = [c for c in containers if c.service == service and c.state in ("running", "restarting")]
     return "".join(docker.logs_tail(c.id, LOG_LINES) for c in edge)

@@ -10,14 +10,8 @@ import dns.exception
 from homelab.certs import attempts, dns_update
 from homelab.checks import Check
 from homelab.plan_model import Plan
-from homelab.runtime.docker import Engine
 
 TIMEOUT = 5.0
-
-
-def before_up(plan: Plan, docker: Engine, *, dry_run: bool) -> list[str]:
-    """`up`'s step before it applies: remove_stale with the running edge's log."""
-    return remove_stale(plan, attempts.edge_log(plan, docker), dry_run=dry_run)
 
 
 def remove_stale(plan: Plan, edge_log: str, *, dry_run: bool, timeout: float = TIMEOUT) -> list[str]:

@@ -11,6 +11,7 @@ from homelab.cli.errors import HandledGroup
 from homelab.cli.options import DEFAULT_CONFIG, ConfigOption
 
 if TYPE_CHECKING:
+    from homelab.engine.interface import Engine
     from homelab.plan_model import Plan
 
 certs_app = typer.Typer(
@@ -40,7 +41,8 @@ def certs(
     from homelab.plan import build_plan
 
     plan = build_plan(load(config))
-    rows = statuses(plan, edge_log=_edge_log(plan), read=partial(engine_for(plan.config).read_file, plan))
+    engine = engine_for(plan.config)
+    rows = statuses(plan, edge_log=_edge_log(plan, engine), read=partial(engine.read_file, plan))
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
         raise typer.Exit(1 if any(r.last_error for r in rows) else 0)
@@ -65,14 +67,12 @@ def certs(
     raise typer.Exit(1 if any(r.last_error for r in rows) else 0)
 
 
-def _edge_log(plan: Plan) -> str:
+def _edge_log(plan: Plan, engine: Engine) -> str:
     """The edge's log, or "" when the engine cannot be asked (the store and the ledger still answer)."""
-    from homelab.certs.attempts import edge_log
     from homelab.errors import HomelabError
-    from homelab.runtime.docker import Docker
 
     try:
-        return edge_log(plan, Docker())
+        return engine.edge_log(plan)
     except HomelabError:
         return ""
 

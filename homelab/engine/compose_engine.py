@@ -10,10 +10,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homelab.certs import attempts
 from homelab.certs.store import read_here
 from homelab.engine import compose
 from homelab.engine.drift import Drift, find_drift, status_drift
 from homelab.engine.health import compose_down
+from homelab.engine.host import AcmeState, acme_state
 from homelab.engine.service_status import ServiceStatus, status_rows
 from homelab.engine.swarm import SWARM_MARK, leave_swarm
 from homelab.layout import COMPOSE_FILE, project_name
@@ -90,6 +92,12 @@ class ComposeEngine:
 
     def read_file(self, plan: Plan, path: Path) -> str | None:
         return read_here(path)  # the services run on this host
+
+    def edge_log(self, plan: Plan) -> str:
+        return attempts.edge_log(plan, self.docker)
+
+    def file_state(self, plan: Plan, path: Path) -> AcmeState:
+        return acme_state(path)
 
     def checks(self, plan: Plan) -> Iterator[Check]:
         return iter(())  # the engine's own checks (reachable, compose v2) are doctor's, for every engine

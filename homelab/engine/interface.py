@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from homelab.checks import Check
     from homelab.config.models import Config
     from homelab.engine.drift import Drift
+    from homelab.engine.host import AcmeState
     from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.engine.service_status import ServiceStatus
     from homelab.plan_model import Plan
+    from homelab.render import StackFiles
     from homelab.runtime.docker import Docker
 
 
@@ -79,6 +81,16 @@ class Engine(Protocol):
         is not there); acme.json's private keys stay where they are. OSError when it cannot be read."""
         ...
 
+    def edge_log(self, plan: Plan) -> str:
+        """The tail of the edge's ACME client's log while it runs, wherever it runs ("" when it does not):
+        `certs`' last error, and the challenge records `up` must not remove."""
+        ...
+
+    def file_state(self, plan: Plan, path: Path) -> AcmeState:
+        """acme.json's state (missing, not a file, its mode) on the node where the service mounting it
+        runs, for `doctor`. OSError when it cannot be read."""
+        ...
+
     def checks(self, plan: Plan) -> Iterator[Check]:
         """The `doctor` checks of this engine."""
         ...
@@ -87,6 +99,17 @@ class Engine(Protocol):
         """The Compose driver the image-upgrade journal, the staging switch and local mode work through;
         None on an engine that rolls back by itself (Swarm)."""
         ...
+
+
+def stack_files_for(config: Config) -> StackFiles:
+    """The renderer of each stack's file for the engine the config names (render_all's `stack_files`)."""
+    if config.engine == "swarm":
+        from homelab.render.swarm_stack import render
+
+        return render
+    from homelab.render import compose_files
+
+    return compose_files
 
 
 def engine_for(config: Config) -> Engine:

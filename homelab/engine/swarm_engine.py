@@ -12,16 +12,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homelab.certs import attempts
 from homelab.engine import swarm_state
 from homelab.engine.swarm import Desired, converge, desired, leave_swarm
 from homelab.engine.swarm import apply as deploy
-from homelab.engine.swarm_files import read_on_node
+from homelab.engine.swarm_files import read_on_node, state_on_node
 from homelab.errors import EnvironmentProblem
-from homelab.layout import project_name
+from homelab.layout import EDGE_STACK, project_name
 
 if TYPE_CHECKING:
     from homelab.checks import Check
     from homelab.engine.drift import Drift
+    from homelab.engine.host import AcmeState
     from homelab.engine.model import ApplyResult, Convergence, Down, Guard, Progress
     from homelab.engine.service_status import ServiceStatus
     from homelab.plan_model import Plan
@@ -97,6 +99,18 @@ class SwarmEngine:
 
     def read_file(self, plan: Plan, path: Path) -> str | None:
         return read_on_node(plan, self.swarm, path)
+
+    def edge_log(self, plan: Plan) -> str:
+        """The edge client's log through the manager (`service logs`), while one of its tasks runs."""
+        namespace, client = project_name(EDGE_STACK), attempts.acme_client(plan)
+        found = [s for s in self.swarm.services([namespace]) if s.service == client]
+        tasks = self.swarm.tasks([s.id for s in found])
+        if not any(t.desired == "running" and t.state == "running" for t in tasks):
+            return ""
+        return self.swarm.logs_tail(f"{namespace}_{client}", attempts.LOG_LINES)
+
+    def file_state(self, plan: Plan, path: Path) -> AcmeState:
+        return state_on_node(plan, self.swarm, path)
 
     def checks(self, plan: Plan) -> Iterator[Check]:
         return swarm_state.checks(plan, self.swarm)

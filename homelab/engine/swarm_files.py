@@ -16,16 +16,17 @@ import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from homelab.engine.host import Needed, mounted_by, needed
+from homelab.engine.host import AcmeState, Needed, acme_state, mounted_by, needed
 from homelab.errors import CommandFailed
 from homelab.layout import EDGE_STACK
 from homelab.plan_model import Plan
 from homelab.render.swarm_stack import placement
-from homelab.runtime.swarm import JOB_ROOT, JobNotStarted, Swarm
+from homelab.runtime.swarm import JOB_ROOT, Node, Swarm
 
 JOB_TIMEOUT = 120  # a job waits for its node like any task (an image already there: seconds)
 READ_TIMEOUT = 30  # `status` and `certs` do not hang on an edge node that is down
 CREATED = "created "  # how the job's script reports what it made
+REFUSED = "refused: "  # how it reports something else standing where a file must go
 
 
 def prepare_on_nodes(
@@ -39,7 +40,9 @@ def prepare_on_nodes(
 ) -> list[str]:
     """Create the stacks' missing bind sources on the nodes that mount them: one job per placement
     (the same constraints); returns what the jobs created. A job no node starts in time is said and left:
-    the services placed there cannot start either, and the deploy's gate names Swarm's reason for them."""
+    the services placed there cannot start either, and the deploy's gate names Swarm's reason for them.
+    So is a job that fails there (the node's disk read-only, full...): the services' tasks are rejected,
+    and Swarm's reason for that ("bind source path does not exist") is what `up` reports."""
     groups: dict[tuple[str, ...], list[Needed]] = {}
     for item in needed(plan, stacks, zfs_datasets=zfs_datasets):
         stack, name = item.service
@@ -52,11 +55,19 @@ def prepare_on_nodes(
         image = job_image(plan, items[0])
         try:
             out = swarm.run_job(f"homelab-prepare-{index}", image, constraints, script(items), timeout=timeout)
-        except JobNotStarted as exc:
-            progress(f"cannot prepare {', '.join(str(i.path) for i in items)} on its node: {exc.stderr}")
+        except CommandFailed as exc:  # JobNotStarted too: no node took it in time
+            if REFUSED in exc.stdout + exc.stderr:
+                raise  # something else stands where a file must go: the owner removes it
+            progress(f"cannot prepare {', '.join(str(i.path) for i in items)} on its node: {_why(exc)}")
             continue
         created += [line.removeprefix(CREATED) for line in out.splitlines() if line.startswith(CREATED)]
     return created
+
+
+def _why(exc: CommandFailed) -> str:
+    """The job's error, and the script's own words when it ran and failed (its output)."""
+    said = " ".join(exc.stdout.split())
+    return f"{exc.stderr}" + (f" ({said})" if said else "")
 
 
 def job_image(plan: Plan, item: Needed) -> str:
@@ -78,7 +89,7 @@ def script(items: list[Needed]) -> str:
             lines.append(f"if [ ! -e {path} ]; then {made}; echo {CREATED}{shown}; fi")
             continue
         odd = f"[ -L {path} ] || {{ [ -e {path} ] && [ ! -f {path} ]; }}"
-        lines.append(f"if {odd}; then echo {shown} is not a regular file: remove it >&2; exit 3; fi")
+        lines.append(f"if {odd}; then echo {REFUSED}{shown} is not a regular file: remove it >&2; exit 3; fi")
         made = f"mkdir -p {shlex.quote(f'{JOB_ROOT}{item.path.parent}')}; (umask 077; : > {path})"
         lines.append(f"if [ ! -e {path} ]; then {made}; echo {CREATED}{shown}; fi")
         lines.append(f"chmod 600 {path}")
@@ -94,17 +105,60 @@ BLANK_KEYS = r's/("(key|PrivateKey)"[[:space:]]*:[[:space:]]*)"[^"]*"/\1""/g'
 def read_on_node(plan: Plan, swarm: Swarm, path: Path, *, timeout: float = READ_TIMEOUT) -> str | None:
     """The text of `path` on the node of the service that mounts its folder (its private keys blanked);
     None when it is not there. CommandFailed (an OSError for the readers) when the job cannot run."""
+    out = _where_mounted(plan, swarm, path, read_script(path), timeout)
+    return None if out is None else read_output(out)
+
+
+def state_on_node(plan: Plan, swarm: Swarm, path: Path, *, timeout: float = READ_TIMEOUT) -> AcmeState:
+    """acme.json's state (missing, not a file, its mode) on the node of the service that mounts its
+    folder, as `acme_state` reads it on this host; here when no service mounts it. OSError when the job
+    cannot run."""
+    quoted = shlex.quote(f"{JOB_ROOT}{path}")
+    odd = f"[ -L {quoted} ] || {{ [ -e {quoted} ] && [ ! -f {quoted} ]; }}"
+    state = f"if {odd}; then echo not-a-file; elif [ -f {quoted} ]; then echo file $(stat -c %a {quoted}); "
+    out = _where_mounted(plan, swarm, path, state + "else echo missing; fi", timeout)
+    if out is None:
+        return acme_state(path)
+    kind, _, mode = (out.strip().splitlines() or ["missing"])[-1].partition(" ")
+    if kind == "file":
+        return AcmeState(path, "file", int(mode, 8))
+    return AcmeState(path, "not-a-file" if kind == "not-a-file" else "missing")
+
+
+def _where_mounted(plan: Plan, swarm: Swarm, path: Path, job: str, timeout: float) -> str | None:
+    """The output of a job run on the node of the service that mounts `path`'s folder; None when no
+    service mounts it."""
     stack, name = mounted_by(plan, str(path.parent))
     if not stack:
         return None
     service = plan.stacks[stack].services[name]
     item = Needed(path, "acme", service=(stack, name))
     constraints = placement(plan, plan.stacks[stack], service)
+    fitting = [n for n in swarm.nodes() if _fits(n, constraints)]
+    if fitting and not any(n.state == "ready" and n.availability == "active" for n in fitting):
+        # said at once: a job there would wait out its timeout (`status` must not hang on a node that is down)
+        states = ", ".join(f"node {n.hostname} is {n.state}, {n.availability}" for n in fitting)
+        raise OSError(f"cannot read it on its node: {states}")
     try:
-        out = swarm.run_job("homelab-read", job_image(plan, item), constraints, read_script(path), timeout=timeout)
+        return swarm.run_job("homelab-read", job_image(plan, item), constraints, job, timeout=timeout)
     except CommandFailed as exc:
         raise OSError(f"cannot read it on its node: {exc.stderr}") from None
-    return read_output(out)
+
+
+def _fits(node: Node, constraints: list[str]) -> bool:
+    """Whether the node meets the placement constraints homelab writes (`node.labels.<key> == <value>`,
+    `node.role == <role>`); any other form is left to Swarm (taken as met)."""
+    for constraint in constraints:
+        key, op, value = [*constraint.split(), "", "", ""][:3]
+        if key.startswith("node.labels."):
+            found = node.labels.get(key.removeprefix("node.labels."), "")
+        elif key == "node.role":
+            found = node.role
+        else:
+            continue
+        if (found == value) != (op == "=="):
+            return False
+    return True
 
 
 def read_script(path: Path) -> str:

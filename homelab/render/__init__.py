@@ -7,22 +7,32 @@ the secrets folder, never printed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from homelab.layout import COMPOSE_FILE, DDCLIENT_CONF_SECRET
 from homelab.plan_model import Plan
 from homelab.render.rendering import Rendering as Rendering
 
+# adds each stack's file for the engine that runs the stacks: compose.yaml, or Swarm's stack.yaml
+# (homelab/engine/interface.py `stack_files_for` chooses, from the config's engine)
+StackFiles = Callable[[Plan, Rendering], None]
 
-def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
+
+def compose_files(plan: Plan, rendering: Rendering) -> None:
+    """Each stack's compose.yaml (engine: compose)."""
+    from homelab.render import compose
+
+    for stack in plan.stacks.values():
+        rendering.add(f"{stack.name}/{COMPOSE_FILE}", compose.render_stack(plan, stack))
+
+
+def render_all(plan: Plan, secret_values: dict[str, str], stack_files: StackFiles = compose_files) -> Rendering:
     """Every file for every stack. `secret_values` holds the user-provided secrets that must be
-    embedded in secret config files (ddclient.conf, collectd's IPMI block)."""
-    from homelab.render import compose, ddclient, edge_nginx, edge_traefik, local_ca, monitoring, sso
-    from homelab.render import swarm_stack as swarm
+    embedded in secret config files (ddclient.conf, collectd's IPMI block, the SSO portal's users); `stack_files`
+    adds the stack files last (Swarm's name each config by its content)."""
+    from homelab.render import ddclient, edge_nginx, edge_traefik, local_ca, monitoring, sso
 
     rendering = Rendering()
-    swarm_engine = plan.config.engine == "swarm"
-    for stack in plan.stacks.values():
-        if not swarm_engine:
-            rendering.add(f"{stack.name}/{COMPOSE_FILE}", compose.render_stack(plan, stack))
     if plan.config.edge.kind == "traefik":
         edge_traefik.render(plan, rendering)
     else:
@@ -34,6 +44,5 @@ def render_all(plan: Plan, secret_values: dict[str, str]) -> Rendering:
         monitoring.render(plan, rendering, secret_values)
     if plan.config.sso.enabled:
         sso.render(plan, rendering, secret_values)
-    if swarm_engine:  # last: the stack files name each config by its content
-        swarm.render(plan, rendering)
+    stack_files(plan, rendering)
     return rendering

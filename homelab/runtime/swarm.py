@@ -152,6 +152,7 @@ class Swarm(Protocol):
     def objects(self, kind: str, namespace: str) -> list[str]: ...
     def remove_objects(self, kind: str, names: Sequence[str]) -> None: ...
     def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]: ...
+    def logs_tail(self, name: str, count: int) -> str: ...
     def subnets(self, network: str) -> list[str]: ...
     def run_job(self, name: str, image: str, constraints: Sequence[str], script: str, *, timeout: float) -> str: ...
 
@@ -239,6 +240,12 @@ class SwarmCli:
         argv = [self.docker, "service", "logs", "--no-task-ids", "--tail", tail]
         return [*argv, "-f", name] if follow else [*argv, name]
 
+    def logs_tail(self, name: str, count: int) -> str:
+        """The service's last `count` lines of output from each task, as its containers wrote them."""
+        argv = ["service", "logs", "--raw", "--no-task-ids", "--tail", str(count), name]
+        proc = self._run(*argv, check=False, timeout=30)
+        return proc.stdout + proc.stderr if proc.returncode == 0 else ""  # the containers' stderr is the CLI's
+
     def subnets(self, network: str) -> list[str]:
         """The subnets of a network of this engine (IPAM config); empty when there is no such network."""
         proc = self._run("network", "inspect", network, "--format", "{{json .IPAM.Config}}", check=False)
@@ -251,7 +258,7 @@ class SwarmCli:
         JOB_ROOT, and return its output: files on that node, whichever node homelab runs on. A one-shot
         service (mode replicated-job), removed after; CommandFailed with Swarm's or the script's error."""
         argv = [self.docker, "service", "create", "--detach", "--name", name, "--mode", "replicated-job"]
-        argv += ["--restart-condition", "none", "--label", f"{JOB_LABEL}=1", "--user", "0:0"]
+        argv += ["--restart-condition", "none", "--label", f"{JOB_LABEL}=1", "--user", "0:0", "--no-resolve-image"]
         argv += [arg for c in constraints for arg in ("--constraint", c)]
         argv += ["--mount", f"type=bind,source=/,target={JOB_ROOT}", "--entrypoint", "/bin/sh"]
         argv += [image, "-c", script]

@@ -79,6 +79,11 @@ class Record:
     safety: str | None = None  # the snapshot of the state a rollback discarded (kept, never destroyed)
 
     @property
+    def served(self) -> bool:
+        """The new version passed the gate: undoing it may discard what was written through it."""
+        return bool(self.healthy_at)
+
+    @property
     def folder_name(self) -> str:
         return f"{self.stack}-{self.stamp}"
 
@@ -142,10 +147,14 @@ def unsettled(out: Path, stacks: list[str] | None = None) -> list[str]:
     lines = []
     for record in list_records(out):
         if record.state in INTERRUPTED and (not stacks or record.stack in stacks):
-            what = "rollback" if record.state == "rolling-back" else "upgrade"
+            up, back = f"`homelab up {record.stack}`", f"`homelab rollback {record.stack}`"
+            what, how = "rollback", f"{up} or {back}"
+            if record.state != "rolling-back":  # `rollback` leaves an unfinished upgrade to `up`
+                what, how = "upgrade", up
+            elif record.served and not record.data_restored:  # `up` never discards what was served
+                how = f"{back} (it asks first)"
             lines.append(
-                f"{what} of {record.stack} unfinished (journal {record.folder_name}: {record.state}); "
-                f"`homelab up {record.stack}` or `homelab rollback {record.stack}` finishes it"
+                f"{what} of {record.stack} unfinished (journal {record.folder_name}: {record.state}); {how} finishes it"
             )
     return lines
 

@@ -27,7 +27,6 @@ from pathlib import Path
 import yaml
 
 from homelab.engine.drift import REPAIR
-from homelab.engine.health import ApplyFailed
 from homelab.engine.model import Convergence, StackPlan
 from homelab.errors import CommandFailed, HomelabError
 from homelab.layout import COMPOSE_FILE
@@ -44,7 +43,8 @@ from homelab.upgrade.journal import (
     process_started,
     stack_dumps,
 )
-from homelab.upgrade.undo import abandon, marked, recover, roll_back, upgraded
+from homelab.upgrade.settle import Recovery, recover
+from homelab.upgrade.undo import abandon, gated, marked
 
 SNAPSHOT_PREFIX = "homelab-upgrade-"
 MIN_FREE = 64 << 20  # bytes free a dataset needs at least for the upgrade to write beside its snapshot
@@ -153,13 +153,16 @@ def journal_first(
     progress: Callable[[str], None],
     dry_run: bool,
     only: list[str] | None = None,
-) -> dict[str, bytes]:
+    marks: Path | None = None,
+) -> tuple[Recovery, dict[str, bytes]]:
     """What `up` does before rendering: finish or undo the upgrades and rollbacks a killed `homelab` left in
-    the journal of the stacks it brings up (all when none are named; not on a dry run), then read the
-    compose files a rollback would return to."""
-    if not dry_run:
-        recover(out, docker, ZfsCli(), timeout=timeout, progress=progress, stacks=only)
-    return read_composes(out)
+    the journal of the stacks it brings up (all when none are named; not on a dry run; the datasets marked
+    in the backup state folder `marks` meanwhile), then read the compose files a rollback would return to.
+    The stacks the Recovery holds are left as they are by this `up`."""
+    if dry_run:
+        return Recovery(out), read_composes(out)
+    recovery = recover(out, docker, ZfsCli(), timeout=timeout, progress=progress, stacks=only, marks=marks)
+    return recovery, read_composes(out)
 
 
 def guard_for(
@@ -229,11 +232,8 @@ class Guard:
             return
         with marked(self.marks if self.snapshot else None, upgrade.datasets, f"upgrade of {stack.name}"):
             record = self._prepare(upgrade)
-            try:
+            with gated(record, self.out, self.docker, self.zfs, self.timeout, self.progress):
                 yield
-            except ApplyFailed as failure:
-                raise roll_back(record, self.out, self.docker, self.zfs, self.timeout, self.progress, failure) from None
-            upgraded(record, self.out, self.zfs, self.progress)
 
     def _prepare(self, upgrade: Upgrade) -> Record:
         """Journal, dump, snapshot: the stack itself is not touched until the journal says "applying"."""

@@ -1,5 +1,5 @@
-"""Undoing upgrades: the automatic rollback, `homelab rollback STACK`, the recovery of an upgrade or rollback
-a killed `homelab` left half done, and the retention of upgrade snapshots.
+"""Undoing upgrades: the automatic rollback, `homelab rollback STACK`, and the retention of upgrade snapshots
+(the next `up` finishing what a killed `homelab` left half done is homelab.upgrade.settle).
 
 A rollback checks first that it can be done (every dataset still has the upgrade's snapshot) and, when the
 version it undoes served, what it would discard; only then does it stop the stack. The data step
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import yaml
 
-from homelab.engine.compose import up_healthy
 from homelab.engine.health import ApplyFailed, wait_healthy
 from homelab.engine.model import StackPlan
 from homelab.errors import CommandFailed, HomelabError
@@ -73,17 +72,18 @@ def marked(marks: Path | None, datasets: Iterable[str], what: str) -> Iterator[N
 
 
 def keep_logs(record: Record, out: Path, docker: Engine) -> tuple[Path, list[str]]:
-    """The failed version's output, kept in the record's folder; for each container that exited or
-    restarts, its exit code and last lines (a version that crashes at once has no health output)."""
+    """The failed version's output, kept in the record's folder; for each container that exited (or
+    restarts), its exit code and last lines: a version that crashes at once has no health output."""
     folder = out / RECORDS_DIR / record.folder_name
     crashed = []
     for c in docker.containers([StackPlan(record.stack, out / record.stack).project]):
         text = docker.logs_tail(c.id, LOG_LINES)
         (folder / f"{c.service}.log").write_text(text + "\n", encoding="utf-8")
-        if not c.running or c.restart_count:
+        if c.state in ("exited", "dead", "restarting") or c.restart_count:
             tail = " | ".join(line.strip() for line in text.splitlines()[-CRASH_LINES:]) or "(no output)"
-            how = f"restarted {c.restart_count} times, " if c.restart_count else ""
-            crashed.append(f"  {c.service} {how}{c.state} with exit code {c.exit_code}; last output: {tail}")
+            code = "" if c.running else f" with code {c.exit_code}"  # a restarted one runs: its code is gone
+            again = f" (restarted {c.restart_count} times)" if c.restart_count else ""
+            crashed.append(f"{c.service} exited{code}{again}; last output: {tail}")
     return folder, crashed
 
 
@@ -97,23 +97,37 @@ def roll_back(
     failure: ApplyFailed,
 ) -> RolledBack:
     """A failed upgrade undone (the version never passed the gate: nothing asked; what it wrote is kept in
-    a safety snapshot): logs kept, restore, "rolled-back"; returns the error that says so."""
+    a safety snapshot): logs kept, restore, "rolled-back"; returns the error that says so, first what
+    crashed (the gate's verdict on a crashed service, "no health output", says nothing), then the gate."""
     folder, crashed = keep_logs(record, out, docker)
-    progress(f"{record.stack}: upgrade failed, rolling back ({failure})")
-    record.notes.append(str(failure))
+    why = [*crashed, *(line.strip() for line in str(failure).splitlines())]
+    progress(f"{record.stack}: upgrade failed, rolling back ({why[0]})")
+    record.notes.append("\n".join(why))
     restore(record, out, docker, zfs, timeout, progress)
     record.step(out, "rolled-back")
     data = "its data from before the upgrade" if record.snapshot else "the data as the new version left it"
     lines = [
-        f"{record.stack}: the upgrade did not become healthy and was rolled back; the previous "
-        f"version runs again on {data}",
-        str(failure),
-        *crashed,
+        f"{record.stack}: upgrade rolled back: {why[0]}",
+        *(f"  {line}" for line in why[1:]),
+        f"  the previous version runs again on {data}",
         f"  the failed version's logs: {folder}",
     ]
     if record.safety:
         lines.append(f"  what it wrote is kept in the safety snapshot @{record.safety}")
     return RolledBack("\n".join(lines))
+
+
+@contextmanager
+def gated(
+    record: Record, out: Path, docker: Engine, zfs: Zfs, timeout: float, progress: Callable[[str], None]
+) -> Iterator[None]:
+    """Around the new version's compose up and health gate, in an upgrade and in finishing one a killed
+    `homelab` left: the gate failed (ApplyFailed) is rolled back (RolledBack raised); passed is `upgraded`."""
+    try:
+        yield
+    except ApplyFailed as failure:
+        raise roll_back(record, out, docker, zfs, timeout, progress, failure) from None
+    upgraded(record, out, zfs, progress)
 
 
 def abandon(record: Record, out: Path, zfs: Zfs, why: str) -> None:
@@ -127,57 +141,6 @@ def abandon(record: Record, out: Path, zfs: Zfs, why: str) -> None:
     record.step(out, "abandoned")
 
 
-def recover(
-    out: Path,
-    docker: Engine,
-    zfs: Zfs,
-    *,
-    timeout: float,
-    progress: Callable[[str], None],
-    stacks: list[str] | None = None,
-) -> list[Record]:
-    """Finish or undo every upgrade a killed `homelab` left in the journal (of `stacks`, else all; another
-    stack's journal never stops this `up`), before `up` does anything else:
-    - "snapshotting": the stack was not touched: its snapshots are destroyed ("abandoned"); `up` then
-      upgrades afresh;
-    - "applying": compose up of the stack as rendered and the health gate, as the killed run would
-      have: healthy is "upgraded", else rolled back;
-    - "rolling-back": the rollback is finished: if its data step was done, only the previous version's
-      compose up and gate; else the data step too, unless the version served and something would be
-      discarded: then `up` refuses and `homelab rollback` decides.
-    Raises RolledBack after the others are settled when one was rolled back (the killed `up` would have
-    stopped there too); UpgradeRefused when the homelab running an upgrade is still alive."""
-    settled, failures = [], []
-    for record in list_records(out):
-        if record.state not in INTERRUPTED or (stacks and record.stack not in stacks):
-            continue
-        _refuse_if_alive(record)
-        progress(f"{record.stack}: the upgrade of {record.stamp} was interrupted while {record.state}")
-        if record.state == "snapshotting":
-            abandon(record, out, zfs, "interrupted before the stack was touched; its snapshots were removed")
-            progress(f"{record.stack}: nothing was changed yet; the upgrade starts over")
-        elif record.state == "applying":
-            try:
-                up_healthy(docker, StackPlan(record.stack, out / record.stack), timeout, [], progress)
-            except ApplyFailed as failure:
-                failures.append(roll_back(record, out, docker, zfs, timeout, progress, failure))
-            else:
-                record.notes.append("finished by the next up after an interrupted one")
-                upgraded(record, out, zfs, progress)
-                progress(f"{record.stack}: the interrupted upgrade is finished and healthy")
-        else:
-            record.notes.append("rollback finished by the next up after an interrupted one")
-            restore(
-                record, out, docker, zfs, timeout, progress, decide=(lambda _loss: False) if _served(record) else None
-            )
-            record.step(out, "rolled-back")
-            failures.append(RolledBack(f"{record.stack}: the interrupted rollback of {record.stamp} is finished"))
-        settled.append(record)
-    if failures:
-        raise RolledBack("\n".join(str(f) for f in failures))
-    return settled
-
-
 def upgraded(record: Record, out: Path, zfs: Zfs, progress: Callable[[str], None]) -> None:
     """The new version passed the gate: from now on it serves, and undoing it asks first."""
     record.healthy_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -185,15 +148,12 @@ def upgraded(record: Record, out: Path, zfs: Zfs, progress: Callable[[str], None
     prune(out, zfs, record.stack, progress)
 
 
-def _refuse(_loss: str) -> bool:
+def refuse(_loss: str) -> bool:
+    """What `decide` answers where nobody can be asked: no."""
     return False
 
 
-def _served(record: Record) -> bool:
-    return bool(record.healthy_at)
-
-
-def _refuse_if_alive(record: Record) -> None:
+def refuse_if_alive(record: Record) -> None:
     if record.pid != os.getpid() and record.started and process_started(record.pid) == record.started:
         raise UpgradeRefused(
             f"{record.stack}: an upgrade is running in homelab process {record.pid}; wait for it to end"
@@ -291,7 +251,7 @@ def _data_step(record: Record, out: Path, docker: Engine, zfs: Zfs, progress: Ca
             )
     except (CommandFailed, OSError, HomelabError) as exc:
         docker.up(stack.project, stack.directory, timeout=300)
-        if _served(record):  # nothing happened: the upgrade stands, `homelab rollback` may try again
+        if record.served:  # nothing happened: the upgrade stands, `homelab rollback` may try again
             record.step(out, "upgraded")
         raise HomelabError(
             f"rollback of {record.stack} not done: {exc}\n  nothing was put back; the stack runs again as it was"
@@ -348,7 +308,7 @@ def rollback(
     *,
     timeout: float,
     progress: Callable[[str], None],
-    decide: Decide = _refuse,
+    decide: Decide = refuse,
     keep_data: bool = False,
     marks: Path | None = None,
 ) -> Record:
@@ -361,7 +321,7 @@ def rollback(
         raise UpgradeRefused(f"{stack}: an upgrade of it was interrupted; `homelab up` finishes or undoes it first")
     if interrupted:
         record = interrupted[-1]
-        _refuse_if_alive(record)
+        refuse_if_alive(record)
         record.notes.append("interrupted rollback finished by `homelab rollback`")
     else:
         done = [r for r in records if r.state == "upgraded"]

@@ -141,7 +141,7 @@ def test_dns_outage_mid_order_leaves_a_record_the_next_up_removes(tmp_path: Path
     assert attempts.in_flight(plan, edge_log)  # while it ran, the record was live: kept
     with restarted(_program("named"), server):
         assert _txt(server, name) != []  # the outage's leftover, back with the server
-        # `up` runs this first (challenges.before_up): the edge is not running, so its log is empty
+        # `up` runs this first (homelab/up.py, with the engine's edge_log): the edge is not running, so its log is empty
         assert challenges.remove_stale(plan, "", dry_run=True)[0].startswith(
             f"certificates: would remove 1 challenge TXT record at {name}"
         )

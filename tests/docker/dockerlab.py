@@ -273,6 +273,7 @@ class Deployment:
         }
         (base / "home").mkdir(parents=True, exist_ok=True)
         self.pebble = pebble
+        self.runner: list[str] = []  # an argv prefix homelab runs under (e.g. nsenter into a node's network)
         self.http_port, self.https_port = pebble.http_port, pebble.tls_port
         self.config = base / "homelab.yaml"
         self.data = {
@@ -330,7 +331,7 @@ class Deployment:
         self, *args: str, check: bool = True, timeout: float = 300, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            [HOMELAB, *args, "--config", str(self.config)],
+            [*self.runner, HOMELAB, *args, "--config", str(self.config)],
             capture_output=True,
             text=True,
             env={**self.env, **(env or {})},

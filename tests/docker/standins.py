@@ -106,12 +106,14 @@ class Rootfs:
             if path.startswith("/"):
                 self.file(path.lstrip("/"), path, mode=0o755)
 
-    def import_as(self, tag: str, *changes: str) -> str:
+    def import_as(self, tag: str, *changes: str, engines: tuple[str, ...] = ("",)) -> str:
+        """The image, imported into this machine's engine, or into each of `engines` (DOCKER_HOST values)."""
         self.tar.close()
         args = ["import"]
         for change in (*changes, f"LABEL {LABEL}"):
             args += ["--change", change]
-        docker(*args, str(self.path), tag, timeout=600)
+        for engine in engines:
+            docker(*(["-H", engine] if engine else []), *args, str(self.path), tag, timeout=600)
         return tag
 
 
@@ -137,7 +139,7 @@ exec "$@"
 """
 
 
-def traefik_image(workdir: Path, traefik_binary: str, pebble_cert: Path) -> str:
+def traefik_image(workdir: Path, traefik_binary: str, pebble_cert: Path, engines: tuple[str, ...] = ("",)) -> str:
     root = Rootfs(workdir / "traefik.tar")
     root.busybox()  # the real image is alpine: busybox's applets are its userland
     root.file("usr/local/bin/traefik", traefik_binary)
@@ -148,10 +150,11 @@ def traefik_image(workdir: Path, traefik_binary: str, pebble_cert: Path) -> str:
         'ENTRYPOINT ["/entrypoint.sh"]',
         'CMD ["traefik"]',
         "ENV LEGO_CA_CERTIFICATES=/etc/ssl/pebble.pem",
+        engines=engines,
     )
 
 
-def socket_proxy_image(workdir: Path) -> str:
+def socket_proxy_image(workdir: Path, engines: tuple[str, ...] = ("",)) -> str:
     root = Rootfs(workdir / "socket-proxy.tar")
     root.busybox()  # haproxy:2.2-alpine: busybox's applets are its userland
     haproxy = os.path.realpath(shutil.which("haproxy") or "/usr/sbin/haproxy")
@@ -164,6 +167,7 @@ def socket_proxy_image(workdir: Path) -> str:
         'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]',
         'CMD ["haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]',
         "ENV DISABLE_IPV6=0 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        engines=engines,
     )
 
 
@@ -224,6 +228,7 @@ def faithful_image(
     users: dict[str, str] | None = None,
     tag: str = "run",
     sick: bool = False,
+    engines: tuple[str, ...] = ("",),
 ) -> str:
     """A stand-in generated from an image's facts: its programs (busybox applets where busybox has one,
     else the stand-in script), its entrypoint files, its user and named users, its start command, its
@@ -284,7 +289,7 @@ def faithful_image(
         group = "".join(f"{name}:x:{gid}:\n" for name, _, gid in ids)
         root.file("etc/passwd", data=passwd.encode(), mode=0o644)
         root.file("etc/group", data=group.encode(), mode=0o644)
-    return root.import_as(f"{PREFIX}/{facts.name}:{tag}", *changes)
+    return root.import_as(f"{PREFIX}/{facts.name}:{tag}", *changes, engines=engines)
 
 
 SICK = "sick"  # key of the never-healthy app image in build_all's answer (not a catalog service)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from homelab.errors import HomelabError
 from homelab.plan import build_plan
 from homelab.runtime.zfs import ZfsCli
 from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import settle as upgrade_settle
 from homelab.upgrade import undo as upgrade_undo
 from tests.backup.conftest import KEY
 from tests.fakes.rclone import FakeRclone
@@ -169,7 +171,7 @@ def test_killed_right_after_the_rollbacks_compose_a_later_write_survives_the_nex
     assert line.startswith(f"rollback of {STACK} unfinished")
     _until(lambda: _healthy(pgbox, "v1"))
     _write(pgbox)
-    with pytest.raises(upgrade_journal.RolledBack, match="interrupted rollback"):
+    with pytest.raises(upgrade_settle.Held, match="interrupted rollback"):
         pgbox.up("v1")  # the next up finishes the rollback: the previous version's start, not its data again
     _kept(pgbox)
     assert _healthy(pgbox, "v1") and upgrade_journal.unsettled(pgbox.out) == []
@@ -212,6 +214,51 @@ def test_rollback_by_hand_after_writes_refuses_unasked_and_keeps_them_in_a_safet
     with snapshot_folder(pgbox.zfs, pgbox.pg_dataset, record.safety, tmp_path / "read") as kept:
         pages = [p.read_bytes() for p in (kept / "base").rglob("*") if p.is_file()]
         assert any(ROW.encode() in page for page in pages)  # the row, in the stopped server's heap
+
+
+def _on_a_terminal(argv: list[str], answer: bytes) -> tuple[int, str]:
+    """Run a homelab command with a pseudo-terminal as stdin/stdout/stderr; answer its yes/no question."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    out, answered, deadline = b"", False, time.monotonic() + 180
+    try:
+        while proc.poll() is None or select.select([master], [], [], 0)[0]:
+            assert time.monotonic() < deadline, out.decode(errors="replace")
+            if not select.select([master], [], [], 0.2)[0]:
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the command ended and closed the terminal
+                break
+            out += chunk
+            if not answered and out.rstrip().endswith(b"[y/N]:"):
+                os.write(master, answer + b"\n")
+                answered = True
+    finally:
+        os.close(master)
+    return proc.wait(60), out.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_rollback_on_a_real_terminal_asks_and_does_nothing_on_no_then_rolls_back_on_yes(
+    more: dict[str, str], box: Box, example_config: Path
+) -> None:
+    box.up("v1")
+    box.up("v2-good")
+    (box.data / "upload").write_bytes(b"written through v2-good\n")
+    argv = [sys.executable, "-m", "homelab", "rollback", STACK, "--config", str(example_config), "--out", str(box.out)]
+    code, said = _on_a_terminal(argv, b"n")
+    assert code == 5, said
+    assert f"rolling back {STACK} discards what was written since its upgrade:" in said
+    assert f"{box.dataset}: " in said and "roll back anyway (a safety snapshot keeps it)? [y/N]:" in said, said
+    assert _healthy(box, "v2-good") and (box.data / "upload").exists()
+    assert upgrade_journal.list_records(box.out)[-1].state == "upgraded"
+    code, said = _on_a_terminal(argv, b"y")
+    assert code == 0, said
+    assert f"rollback: {STACK} is back on the version before " in said
+    assert _healthy(box, "v1") and not (box.data / "upload").exists()
+    (record,) = upgrade_journal.list_records(box.out)  # v1 was a first start, v2-good the one upgrade
+    assert record.state == "rolled-back" and record.safety and record.safety in box.zfs.snapshots(box.dataset)
 
 
 # (4) -----------------------------------------------------------------------------------------------------
@@ -314,6 +361,10 @@ def test_a_version_that_exits_at_once_is_reported_with_its_exit_code_and_last_li
     box.up("v1")
     with pytest.raises(upgrade_journal.RolledBack) as caught:
         box.up("crash", timeout=10)
-    said = str(caught.value)
-    assert re.search(r"app restarted \d+ times, \w+ with exit code 3; last output: FATAL: cannot read", said), said
+    first = str(caught.value).splitlines()[0]
+    assert re.fullmatch(
+        rf"{STACK}: upgrade rolled back: app exited with code 3 \(restarted \d+ times\); "
+        r"last output: FATAL: cannot read /data/db as format-1( \| FATAL: cannot read /data/db as format-1)*",
+        first,
+    ), str(caught.value)
     assert _healthy(box, "v1")

@@ -29,6 +29,7 @@ from homelab.runtime.docker import Docker
 from homelab.runtime.zfs import ZfsCli
 from homelab.upgrade import journal as upgrade_journal
 from homelab.upgrade import run as upgrade
+from homelab.upgrade import settle as upgrade_settle
 from homelab.upgrade import undo as upgrade_undo
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 
@@ -114,7 +115,9 @@ class Box:
     def render(self, version: str) -> tuple[Plan, apply.Convergence, dict[str, bytes]]:
         """What `homelab up` does before applying: read the upgrade journal first (finish or undo what a
         killed run left), keep the previous compose.yaml, write the new one, converge, mark drift repairs."""
-        upgrade_undo.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append)
+        held = upgrade_settle.recover(self.out, self.docker, self.zfs, timeout=60, progress=self.said.append).error()
+        if held is not None:  # the only stack: `up` leaves it as it is and fails
+            raise held
         previous = upgrade.read_composes(self.out)
         (self.out / STACK).mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(self.compose(version)).encode()

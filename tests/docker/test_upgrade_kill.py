@@ -25,6 +25,7 @@ import pytest
 from test_upgrade import STACK, Box, box, versions  # noqa: F401 - fixtures
 
 from homelab.upgrade import journal as upgrade_journal
+from homelab.upgrade import settle as upgrade_settle
 from homelab.upgrade import undo as upgrade_undo
 from tests.storage.zfs import make_pool, zfs_daemon  # noqa: F401 - fixtures
 
@@ -112,7 +113,7 @@ def test_killed_while_compose_starts_the_new_version_the_next_up_rolls_the_bad_o
     before = (box.data / "db").read_bytes()
     _kill_during(box, "v2-bad", lambda _marker: box.versions["v2-bad"] in _images_of_project(box))
     assert _journal(box).state == "applying"
-    with pytest.raises(upgrade_journal.RolledBack, match="rolled back"):
+    with pytest.raises(upgrade_settle.Held, match="rolled back"):  # the stack left as it is by this up
         box.up("v2-bad")
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before
@@ -127,7 +128,7 @@ def test_killed_while_rolling_back_the_next_up_finishes_the_rollback(box: Box) -
     _kill_during(box, "v2-bad", Path.exists, hold="rolling-back")
     assert _journal(box).state == "rolling-back"
     assert box.running()[0] == box.versions["v2-bad"]  # the failed version is still there
-    with pytest.raises(upgrade_journal.RolledBack, match="interrupted rollback"):
+    with pytest.raises(upgrade_settle.Held, match="interrupted rollback"):
         box.up("v2-bad")
     assert box.running() == (box.versions["v1"], "healthy")
     assert (box.data / "db").read_bytes() == before

@@ -58,6 +58,7 @@ class FakeSwarm:
         self.deployed_files: list[dict[str, Any]] = []
         self.current: dict[str, tuple[str, ...]] = {}  # service -> the secrets its spec names
         self.network_subnets: dict[str, list[str]] = {"docker_gwbridge": ["172.18.0.0/16"]}
+        self.service_logs: dict[str, list[str]] = {}  # service name -> the lines its tasks wrote
 
     def state(self) -> SwarmState:
         return SwarmState(self.local_state, self.manager, self.nodes_list[0].id)
@@ -178,6 +179,10 @@ class FakeSwarm:
 
     def logs_argv(self, name: str, *, follow: bool, tail: str) -> list[str]:
         return ["docker", "service", "logs", "--tail", tail, *(["-f"] if follow else []), name]
+
+    def logs_tail(self, name: str, count: int) -> str:
+        self.calls.append(("logs", name))
+        return "".join(self.service_logs.get(name, [])[-count:])
 
     def subnets(self, network: str) -> list[str]:
         return list(self.network_subnets.get(network, []))

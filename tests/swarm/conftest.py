@@ -16,6 +16,9 @@ import standins
 import yaml
 from dockerlab import HEALTH_OVERRIDE, Deployment, https_get, remove_homelab_resources, wait_for
 
+from tests.conftest import find_program, machine_lock, missing
+from tests.swarm.threenode import Rig, host_untouched, kill_leftovers
+
 
 def _names(kind: str) -> set[str]:
     return set(standins.docker(kind, "ls", "--format", "{{.Name}}", check=False).stdout.split())
@@ -152,3 +155,28 @@ def swarm_diagnostics(lab: Deployment) -> str:
         logs = standins.docker("logs", container, check=False)
         parts.append(f"--- Traefik's log ({container})\n{logs.stdout}{logs.stderr}")
     return "\n".join(parts)
+
+
+@pytest.fixture(scope="package")
+def three_nodes(tmp_path_factory) -> Iterator[tuple[Rig, dict[str, str]]]:  # type: ignore[no-untyped-def]
+    """A three-node swarm beside the host's engine (tests/swarm/threenode.py): a manager labelled for
+    storage, the edge label on a worker, a plain worker; with the images of a lab of the edge and Gitea
+    (service -> tag). Built once per run, taken down after the last test of this folder (its engines
+    would idle through the rest of the session), also on failure, and the host checked untouched. It uses
+    nothing of the host's engine: no engine lock."""
+    for program in ("ip", "nsenter", "unshare", "dockerd", "openssl", "pebble", "pebble-challtestsrv", "traefik"):
+        if not find_program(program):
+            missing(f"program {program!r}")
+    with machine_lock("homelab-three-nodes"):
+        kill_leftovers()  # a run killed before its teardown
+        before = host_untouched()
+        base = tmp_path_factory.mktemp("three-nodes")
+        rig = Rig(base / "rig")
+        try:
+            rig.start()
+            (base / "images").mkdir()
+            yield rig, rig.build_images(base / "images", find_program("traefik"))  # type: ignore[arg-type]
+        finally:
+            forced = rig.close()
+            assert host_untouched() == before, "the three-node rig left something on the host"
+            assert not forced, f"the three-node rig's teardown had to kill: {forced}"

@@ -59,6 +59,16 @@ def test_a_job_no_node_starts_is_said_and_left_to_the_deploy(lab: Lab) -> None:
     assert said and said[0].startswith("cannot prepare ") and "no suitable node" in said[0], said
 
 
+def test_a_job_that_fails_on_its_node_is_said_and_left_to_the_deploy(lab: Lab) -> None:
+    """A node whose disk is read-only: the folders cannot be made there; the edge's task will be rejected
+    and the deploy's gate names Swarm's reason for it (tests/swarm/test_three_nodes.py, on real nodes)."""
+    plan, _, _ = lab.plan()
+    lab.swarm.job_error = "failed: task: non-zero exit (1)"
+    said: list[str] = []
+    assert prepare_on_nodes(plan, ["edge"], lab.swarm, zfs_datasets=set(), progress=said.append) == []
+    assert said and said[0].startswith("cannot prepare ") and "non-zero exit (1)" in said[0], said
+
+
 def test_status_certs_and_the_guard_read_acme_json_on_the_edge_node_without_its_keys(lab: Lab, tmp_path: Path) -> None:
     import datetime as dt
     import json
@@ -90,3 +100,48 @@ def test_status_certs_and_the_guard_read_acme_json_on_the_edge_node_without_its_
     names = {r.name: r for r in statuses(plan, read=lambda path: engine.read_file(plan, path))}
     assert names["git.example.com"].expires.startswith("2031-05-17")
     assert engine.read_file(plan, here.with_name("missing.json")) is None
+
+
+def test_doctor_checks_acme_json_on_the_edge_node(lab: Lab, tmp_path: Path) -> None:
+    """Nothing on the manager; on the edge node 0600, then 0644, then a folder (a bind source Docker made)."""
+    from functools import partial
+
+    from homelab import doctor
+    from homelab.engine.swarm_engine import SwarmEngine
+
+    plan, _, _ = lab.plan()
+    acme = next(d for d in plan.datasets if d.key == "edge/acme")
+    assert not (Path(acme.path) / "acme.json").exists()
+    on_node = tmp_path / "edge-node" / acme.path.lstrip("/") / "acme.json"
+    on_node.parent.mkdir(parents=True)
+    on_node.write_text("{}")
+    on_node.chmod(0o600)
+    lab.swarm.node_root = tmp_path / "edge-node"
+    lab.swarm.nodes_list = [node("nas", labels={"homelab.storage": "true", "homelab.edge": "true"})]
+    state_of = partial(SwarmEngine(lab.swarm, lab.docker).file_state, plan)
+    check = next(doctor._acme(plan, state_of))
+    assert (check.level, check.detail) == ("ok", f"{acme.path}/acme.json: regular file, 0600")
+    assert lab.swarm.jobs[-1][2] == ("node.labels.homelab.edge == true",)  # asked on the edge node
+    on_node.chmod(0o644)
+    assert next(doctor._acme(plan, state_of)).detail == f"{acme.path}/acme.json has mode 0644; Traefik needs 0600"
+    on_node.unlink()
+    on_node.mkdir()
+    assert next(doctor._acme(plan, state_of)).level == "fail"
+    lab.swarm.job_error = "pending: no suitable node (1 node not available)"
+    check = next(doctor._acme(plan, state_of))
+    assert check.level == "fail" and "no suitable node" in check.detail, check
+
+
+def test_a_file_on_a_node_that_is_down_is_not_waited_for(lab: Lab) -> None:
+    """`status` and `certs` say at once that the edge node is down: no job that would wait out its timeout."""
+    from homelab.engine.swarm_engine import SwarmEngine
+
+    plan, _, _ = lab.plan()
+    acme = next(d for d in plan.datasets if d.key == "edge/acme")
+    lab.swarm.nodes_list = [
+        node("nas", labels={"homelab.storage": "true"}),
+        node("edge", id="n-edge", role="worker", state="down", labels={"homelab.edge": "true"}),
+    ]
+    with pytest.raises(OSError, match="cannot read it on its node: node edge is down, active"):
+        SwarmEngine(lab.swarm, lab.docker).read_file(plan, Path(acme.path) / "acme.json")
+    assert lab.swarm.jobs == []

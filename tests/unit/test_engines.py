@@ -175,3 +175,21 @@ def test_begin_takes_down_what_the_other_engine_runs(rig: Rig) -> None:
 def test_the_compose_driver_is_there_only_for_compose(rig: Rig) -> None:
     assert (rig.engine.compose_driver() is rig.docker) == (rig.kind == "compose")
     assert (rig.engine.compose_driver() is None) == (rig.kind == "swarm")
+
+
+def test_the_edge_log_is_read_while_the_edge_runs_wherever_it_runs(rig: Rig) -> None:
+    """`certs`' last error and the challenge records `up` keeps come from it: on Swarm through the manager
+    (`service logs`), the edge's task being on another node; nothing once the edge stopped."""
+    plan = rig.up()
+    line = "level=error msg=\"Unable to obtain ACME certificate\" domains=[\"git.example.com\"]\n"
+    if rig.kind == "compose":
+        (edge,) = [c for c in rig.docker.running if c.service == "traefik"]
+        rig.docker.logs[edge.id] = line
+    else:
+        rig.swarm.service_logs["homelab-edge_traefik"] = [line]
+    assert rig.engine.edge_log(plan) == line
+    if rig.kind == "compose":
+        rig.docker.running = [replace(c, state="exited") if c.service == "traefik" else c for c in rig.docker.running]
+    else:
+        rig.swarm.fail("traefik", "failed", "task: non-zero exit (1)")
+    assert rig.engine.edge_log(plan) == ""

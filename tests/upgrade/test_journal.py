@@ -20,6 +20,7 @@ from homelab.errors import HomelabError
 from homelab.layout import project_name
 from homelab.upgrade import journal as upgrade_journal
 from homelab.upgrade import run as upgrade
+from homelab.upgrade import settle as upgrade_settle
 from homelab.upgrade import undo as upgrade_undo
 from tests.fakes.docker import container
 from tests.fakes.zfs import FakeZfs
@@ -50,7 +51,7 @@ def _kill_at(monkeypatch: pytest.MonkeyPatch, state: str) -> list[str]:
 
 
 def _recover(deployment: Deployment, docker: ImageDocker, zfs: FakeZfs, said: list[str] | None = None):  # type: ignore[no-untyped-def]
-    return upgrade_undo.recover(
+    return upgrade_settle.recover(
         deployment.out, docker, zfs, timeout=30, progress=(said if said is not None else []).append
     )
 
@@ -98,7 +99,7 @@ def test_killed_while_snapshotting_the_next_up_removes_its_snapshots_and_starts_
     assert len([n for n in zfs.local if "@homelab-upgrade-" in n]) == 1
     assert docker.changes() == [] and _gitea(docker).image == OLD
     said: list[str] = []
-    (settled,) = _recover(deployment, docker, zfs, said)
+    (settled,) = _recover(deployment, docker, zfs, said).settled
     assert settled.state == "abandoned" and settled.snapshot is None
     assert [n for n in zfs.local if "@homelab-upgrade-" in n] == []
     assert any("interrupted while snapshotting" in line for line in said), said
@@ -117,11 +118,11 @@ def test_killed_after_the_snapshot_the_next_up_finishes_the_upgrade(
     monkeypatch.undo()
     assert docker.changes() == [] and _gitea(docker).image == OLD  # killed before compose ran
     said: list[str] = []
-    (settled,) = _recover(deployment, docker, zfs, said)
+    (settled,) = _recover(deployment, docker, zfs, said).settled
     assert settled.state == "upgraded" and "finished by the next up" in settled.notes[-1]
     assert _gitea(docker).image == deployment.plan.stacks["dev"].services["gitea"].image
     assert all(settled.snapshot in zfs.snapshots(d) for d in datasets)  # kept, for `rollback`
-    assert _recover(deployment, docker, zfs) == []  # settled once
+    assert _recover(deployment, docker, zfs).settled == []  # settled once
 
 
 def test_killed_after_the_snapshot_of_a_bad_version_the_next_up_rolls_it_back(
@@ -133,8 +134,9 @@ def test_killed_after_the_snapshot_of_a_bad_version_the_next_up_rolls_it_back(
     with pytest.raises(Killed):
         _up(deployment, docker, zfs)
     monkeypatch.undo()
-    with pytest.raises(upgrade_journal.RolledBack, match="rolled back"):
-        _recover(deployment, docker, zfs)
+    recovery = _recover(deployment, docker, zfs)
+    assert list(recovery.held) == ["dev"] and isinstance(recovery.held["dev"], upgrade_journal.RolledBack)
+    assert "rolled back" in str(recovery.error())
     (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "rolled-back"
     assert _read_back(zfs) == sorted(f"{d}@{record.snapshot}" for d in datasets)
@@ -151,8 +153,7 @@ def test_killed_while_rolling_back_the_next_up_finishes_the_rollback(
         _up(deployment, docker, zfs)
     monkeypatch.undo()
     assert _gitea(docker).image != OLD  # the bad version still runs
-    with pytest.raises(upgrade_journal.RolledBack, match="interrupted rollback"):
-        _recover(deployment, docker, zfs)
+    assert "interrupted rollback" in str(_recover(deployment, docker, zfs).error())
     (record,) = upgrade_journal.list_records(deployment.out)
     assert record.state == "rolled-back"
     assert _gitea(docker).image == OLD and _gitea(docker).health == "healthy"
@@ -173,14 +174,14 @@ def test_an_upgrade_whose_homelab_still_runs_is_not_recovered(
     record.pid, record.started = os.getppid(), upgrade_journal.process_started(os.getppid())  # alive, not us
     record.save(deployment.out)
     docker.calls.clear()
-    with pytest.raises(upgrade_journal.UpgradeRefused, match=f"running in homelab process {os.getppid()}") as caught:
-        _recover(deployment, docker, zfs)
-    assert caught.value.exit_code == 5 and docker.changes() == []
+    refused = _recover(deployment, docker, zfs).error()
+    assert refused is not None and f"running in homelab process {os.getppid()}" in str(refused)
+    assert refused.exit_code == 5 and docker.changes() == []
     with pytest.raises(upgrade_journal.UpgradeRefused, match="interrupted; `homelab up` finishes"):
         upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=30, progress=lambda _m: None)
     record.started = "1"  # the same pid, another process: the one that ran the upgrade is gone
     record.save(deployment.out)
-    assert [r.state for r in _recover(deployment, docker, zfs)] == ["upgraded"]
+    assert [r.state for r in _recover(deployment, docker, zfs).settled] == ["upgraded"]
 
 
 def test_up_reads_the_journal_first(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:

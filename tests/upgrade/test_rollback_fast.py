@@ -17,19 +17,24 @@ from typer import testing as typer_testing
 from typer.testing import CliRunner
 
 from homelab.backup import run_backup
-from homelab.backup.lock import UPGRADES, holding
+from homelab.backup.lock import UPGRADES, holding, running_datasets
 from homelab.cli import app
+from homelab.engine import compose as apply
 from homelab.runtime import docker as docker_module
 from homelab.runtime import zfs as zfs_module
 from homelab.upgrade import journal as upgrade_journal
 from homelab.upgrade import restore as upgrade_restore
+from homelab.upgrade import run as upgrade_run
+from homelab.upgrade import settle as upgrade_settle
 from homelab.upgrade import undo as upgrade_undo
 from homelab.upgrade.journal import ImageChange, Record
 from homelab.upgrade.restore import Changes, _sync
 from tests.backup.fast import make_fast_lab
+from tests.fakes.docker import container
+from tests.fakes.zfs import FakeZfs
 from tests.unit.conftest import Deployment
 from tests.upgrade.test_journal import Killed, _kill_at
-from tests.upgrade.test_upgrade import _setup, _up
+from tests.upgrade.test_upgrade import ImageDocker, _setup, _up
 
 runner = CliRunner()
 
@@ -200,7 +205,8 @@ def test_status_exits_1_while_a_rollback_is_unfinished_and_other_stacks_still_co
     assert status.exit_code == 1
     assert "rollback of dev unfinished (journal dev-" in status.output, status.output
     # `up media` settles only media's journal: dev's stays as it is
-    assert upgrade_undo.recover(deployment.out, docker, zfs, timeout=5, progress=print, stacks=["media"]) == []
+    recovery = upgrade_settle.recover(deployment.out, docker, zfs, timeout=5, progress=print, stacks=["media"])
+    assert recovery.settled == [] and recovery.error() is None
     assert upgrade_journal.unsettled(deployment.out, ["media"]) == []
     assert [r.state for r in upgrade_journal.list_records(deployment.out)] == ["rolling-back"]
 
@@ -215,13 +221,77 @@ def test_a_served_versions_interrupted_rollback_is_not_finished_by_up_when_it_wo
     with pytest.raises(Killed):
         upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=5, progress=print, decide=lambda _l: True)
     monkeypatch.undo()
-    with pytest.raises(upgrade_journal.UpgradeRefused, match="rollback of dev unfinished: it would discard"):
-        upgrade_undo.recover(deployment.out, docker, zfs, timeout=5, progress=print)
+    refused = upgrade_settle.recover(deployment.out, docker, zfs, timeout=5, progress=print).error()
+    assert refused is not None and refused.exit_code == 5
+    assert "rollback of dev unfinished: it would discard" in str(refused)
     assert (Path(zfs.get(datasets[0], "mountpoint")) / "served").exists()
     record = upgrade_undo.rollback(
         deployment.out, docker, zfs, "dev", timeout=5, progress=print, decide=lambda _l: True
     )
     assert record.state == "rolled-back" and "finished by `homelab rollback`" in record.notes[-1]
+
+
+def _wire(monkeypatch: pytest.MonkeyPatch, docker: ImageDocker, zfs: FakeZfs) -> None:
+    """The CLI's drivers: the fakes (journal_first's and apply's ZfsCli too)."""
+    monkeypatch.setattr(docker_module, "Docker", lambda: docker)
+    monkeypatch.setattr(upgrade_run, "ZfsCli", lambda: zfs)
+    monkeypatch.setattr(apply, "ZfsCli", lambda: zfs)
+
+
+def test_up_of_every_stack_brings_up_the_others_when_one_rollback_cannot_be_finished(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docker, zfs, datasets = _setup(deployment)
+    _up(deployment, docker, zfs)
+    served = Path(zfs.get(datasets[0], "mountpoint")) / "served"
+    served.write_bytes(b"a user's upload")  # written through the new version: no `up` may discard it unasked
+    _kill_at(monkeypatch, "rolling-back")
+    with pytest.raises(Killed):
+        upgrade_undo.rollback(deployment.out, docker, zfs, "dev", timeout=5, progress=print, decide=lambda _l: True)
+    monkeypatch.undo()
+    _wire(monkeypatch, docker, zfs)
+    docker.calls.clear()
+    result = _run(deployment, "up")
+    assert result.exit_code == 5, result.output
+    assert docker.changes() == [("up", f"homelab-{s}") for s in ("edge", "media", "cloud", "monitoring")]
+    assert "; not brought up: dev (below)" in result.output, result.output
+    error = result.output[result.output.index("error: ") :]
+    assert error.startswith("error: rollback of dev unfinished (journal dev-"), error
+    assert error.splitlines()[0].endswith(": rolling-back); `homelab rollback dev` (it asks first) finishes it")
+    assert "rollback of dev unfinished: it would discard" in error and "--discard-writes" in error
+    assert served.read_bytes() == b"a user's upload"
+    assert [r.state for r in upgrade_journal.list_records(deployment.out)] == ["rolling-back"]
+
+
+def test_finishing_an_interrupted_upgrade_marks_its_datasets_for_backups_as_the_upgrade_does(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docker, zfs, datasets = _setup(deployment)
+    state = Path(deployment.loaded.config.backup_state_dir)
+    _kill_at(monkeypatch, "applying")
+    with pytest.raises(Killed):
+        _up(deployment, docker, zfs)
+    monkeypatch.undo()
+    _wire(monkeypatch, docker, zfs)
+    docker.running += [container("homelab-edge", s) for s in deployment.plan.stacks["edge"].services]
+    with holding(state, [datasets[0]], "20261202T120000Z"):  # a backup run reads one of dev's datasets
+        docker.calls.clear()
+        refused = _run(deployment, "up", "dev")
+        assert refused.exit_code == 5, refused.output
+        assert f"a backup run is reading {datasets[0]}" in refused.output
+        assert docker.changes() == [] and upgrade_journal.list_records(deployment.out)[0].state == "applying"
+    marked_at_up: list[set[str]] = []
+    up = docker.up
+
+    def noting(project: str, stack_dir: Path, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        marked_at_up.append(running_datasets(state, UPGRADES))
+        up(project, stack_dir, **kwargs)
+
+    docker.up = noting  # type: ignore[method-assign]
+    finished = _run(deployment, "up", "dev")
+    assert finished.exit_code == 0, finished.output
+    assert marked_at_up[0] == set(datasets)  # a backup started now waits (test_a_backup_waits_while_...)
+    assert upgrade_journal.list_records(deployment.out)[0].state == "upgraded"
 
 
 def test_a_version_that_exits_at_once_is_reported_with_its_exit_code_and_last_lines(deployment: Deployment) -> None:
@@ -240,9 +310,12 @@ def test_a_version_that_exits_at_once_is_reported_with_its_exit_code_and_last_li
     docker.up = crashing_up  # type: ignore[method-assign]
     with pytest.raises(upgrade_journal.RolledBack) as caught:
         _up(deployment, docker, zfs)
-    assert "gitea restarted 4 times, restarting with exit code 3; last output: starting | FATAL: config.ini" in str(
-        caught.value
+    first, *rest = str(caught.value).splitlines()
+    assert first == (
+        "dev: upgrade rolled back: gitea exited with code 3 (restarted 4 times); "
+        "last output: starting | FATAL: config.ini: permission denied"
     )
+    assert rest[0].startswith("  stack dev: service gitea ")  # the gate's own verdict, after
 
 
 def test_a_backup_waits_while_an_upgrade_marks_its_dataset(tmp_path: Path) -> None:
