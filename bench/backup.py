@@ -31,7 +31,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.backup_phases import BESIDE, ORDER, profile_run  # noqa: E402
+from bench.pool import scratch_pool  # noqa: E402
 from homelab.backup import context, restore, run_backup  # noqa: E402
 from homelab.backup.snapshots import Snapshots, open_snapshot  # noqa: E402
 from homelab.config.loader import load  # noqa: E402
@@ -48,7 +48,7 @@ from homelab.storage import apply_storage  # noqa: E402
 from tests.backup.conftest import KEY, fill  # noqa: E402
 from tests.backup.test_served_remotes import REMOTE_PATH, _remote, _serve  # noqa: E402
 from tests.conftest import machine_lock, write_secret  # noqa: E402
-from tests.storage.zfs import destroy_pool, write_config  # noqa: E402
+from tests.storage.zfs import write_config  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -186,49 +186,31 @@ def main() -> None:
     args = parser.parse_args()
     if args.bwlimit:
         os.environ["RCLONE_BWLIMIT"] = args.bwlimit
-    with machine_lock("homelab-zfs-fuse"):
-        bench(args)
+    with machine_lock("homelab-zfs-fuse"), scratch_pool("bench", "1G") as (work, pool):
+        bench(args, work, pool)
 
 
-def bench(args: argparse.Namespace) -> None:
-    started = None
-    if subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode != 0:
-        started = subprocess.Popen(["zfs-fuse", "--no-daemon"])
-        time.sleep(2)
-    work = Path(tempfile.mkdtemp(prefix="homelab-bench-"))
-    pool = f"hlbench{int(time.time()) % 100000}"
-    subprocess.run(["truncate", "-s", "1G", str(work / "pool.img")], check=True)
-    subprocess.run(
-        ["zpool", "create", "-f", "-o", "cachefile=none", "-m", str(work / "pool-mnt"), pool, str(work / "pool.img")],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        config = write_config(work / "cfg", pool=pool, mountpoint=work / "srv", apps={"rstudio"}, remote_dir=work)
-        plan = build_plan(load(config))
-        apply_storage(plan)
-        (d,) = [d for d in plan.datasets if d.key == KEY]
-        fill(Path(d.path), small=args.files, large=3, large_size=8 << 20, sparse=64 << 20)
-        with contextlib.ExitStack() as stack:
-            remotes = [stack.enter_context(remote_of(kind, work)) for kind in args.remotes.split(",")]
-            reps: dict[str, list[dict]] = {r[0]: [] for r in remotes}
-            for n in range(args.repeat):  # remotes interleaved: a busy spell of the box hits both
-                for remote in remotes:
-                    reps[remote[0]].append(one_repetition(work, pool, n, d.name, remote, args.full_only))
-        first = next(iter(reps.values()))[0]
-        print(f"fixture: {int(first['files'])} files, {first['bytes'] / 2**20:.1f} MiB; bwlimit: {args.bwlimit}")
-        for name, runs in reps.items():
-            report(name, runs)
-        table = {name: medians(runs) for name, runs in reps.items()}
-        print(f"\nmedians of {args.repeat}      " + "".join(f"{name:>12}" for name in table))
-        goals = {"full/plain": " (goal <= 1.10)", "no-change/full": " (goal <= 10 %)"}
-        for what in next(iter(table.values())):
-            print(f"{what:22}" + "".join(f"{t[what]:12.2f}" for t in table.values()) + goals.get(what, ""))
-    finally:
-        destroy_pool(pool)
-        shutil.rmtree(work, ignore_errors=True)
-        if started:
-            started.terminate()
+def bench(args: argparse.Namespace, work: Path, pool: str) -> None:
+    config = write_config(work / "cfg", pool=pool, mountpoint=work / "srv", apps={"rstudio"}, remote_dir=work)
+    plan = build_plan(load(config))
+    apply_storage(plan)
+    (d,) = [d for d in plan.datasets if d.key == KEY]
+    fill(Path(d.path), small=args.files, large=3, large_size=8 << 20, sparse=64 << 20)
+    with contextlib.ExitStack() as stack:
+        remotes = [stack.enter_context(remote_of(kind, work)) for kind in args.remotes.split(",")]
+        reps: dict[str, list[dict]] = {r[0]: [] for r in remotes}
+        for n in range(args.repeat):  # remotes interleaved: a busy spell of the box hits both
+            for remote in remotes:
+                reps[remote[0]].append(one_repetition(work, pool, n, d.name, remote, args.full_only))
+    first = next(iter(reps.values()))[0]
+    print(f"fixture: {int(first['files'])} files, {first['bytes'] / 2**20:.1f} MiB; bwlimit: {args.bwlimit}")
+    for name, runs in reps.items():
+        report(name, runs)
+    table = {name: medians(runs) for name, runs in reps.items()}
+    print(f"\nmedians of {args.repeat}      " + "".join(f"{name:>12}" for name in table))
+    goals = {"full/plain": " (goal <= 1.10)", "no-change/full": " (goal <= 10 %)"}
+    for what in next(iter(table.values())):
+        print(f"{what:22}" + "".join(f"{t[what]:12.2f}" for t in table.values()) + goals.get(what, ""))
 
 
 if __name__ == "__main__":

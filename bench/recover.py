@@ -24,13 +24,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.pool import scratch_pool  # noqa: E402
 from homelab.backup import context, run_backup  # noqa: E402
 from homelab.backup.recover import Target, recover  # noqa: E402
 from homelab.config.loader import load  # noqa: E402
@@ -41,7 +41,7 @@ from tests.backup.conftest import fill  # noqa: E402
 from tests.backup.test_recover_real import _remote_spec  # noqa: E402
 from tests.backup.test_served_remotes import _remote, _serve  # noqa: E402
 from tests.conftest import machine_lock, write_secret  # noqa: E402
-from tests.storage.zfs import destroy_pool, write_config  # noqa: E402
+from tests.storage.zfs import write_config  # noqa: E402
 
 
 def source(work: Path, pool: str, server, mib: int):  # type: ignore[no-untyped-def]
@@ -113,35 +113,21 @@ def main() -> None:
 
 
 def bench(args: argparse.Namespace) -> None:
-    started = None
-    if subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode != 0:
-        started = subprocess.Popen(["zfs-fuse", "--no-daemon"])
-        time.sleep(2)
-    work = Path(tempfile.mkdtemp(prefix="homelab-bench-recover-"))
-    pool = f"hlrecbench{int(time.time()) % 100000}"
-    subprocess.run(["truncate", "-s", f"{args.mib * 3 // 2 + 512}M", str(work / "pool.img")], check=True)
-    subprocess.run(
-        ["zpool", "create", "-f", "-o", "cachefile=none", "-m", str(work / "pool-mnt"), pool, str(work / "pool.img")],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    try:
-        with _serve("sftp", work / "server") as server:
-            loaded = source(work, pool, server, args.mib)
-            began = time.monotonic()
-            record = run_backup(context(loaded, state_dir=work / "state")).record
-            size = record.bytes / 2**20
-            print(f"fixture: {record.files} files, {size:.0f} MiB; backup {time.monotonic() - began:.1f}s", flush=True)
-            runs = [one(work, loaded, server, n) for n in range(args.repeat)]
-        plain = statistics.median(r["plain"] for r in runs)
-        whole = statistics.median(r["recover"] for r in runs)
-        print(f"medians of {args.repeat}: plain rclone copy {plain:.1f}s ({size / plain:.1f} MiB/s), "
-              f"homelab recover {whole:.1f}s ({size / whole:.1f} MiB/s)")  # fmt: skip
-        print(f"recover/plain: {whole / plain:.2f}x (goal <= 1.3)")
-    finally:
-        destroy_pool(pool)
-        shutil.rmtree(work, ignore_errors=True)
-        if started:
-            started.terminate()
+    with (
+        scratch_pool("recbench", f"{args.mib * 3 // 2 + 512}M") as (work, pool),
+        _serve("sftp", work / "server") as server,
+    ):
+        loaded = source(work, pool, server, args.mib)
+        began = time.monotonic()
+        record = run_backup(context(loaded, state_dir=work / "state")).record
+        size = record.bytes / 2**20
+        print(f"fixture: {record.files} files, {size:.0f} MiB; backup {time.monotonic() - began:.1f}s", flush=True)
+        runs = [one(work, loaded, server, n) for n in range(args.repeat)]
+    plain = statistics.median(r["plain"] for r in runs)
+    whole = statistics.median(r["recover"] for r in runs)
+    print(f"medians of {args.repeat}: plain rclone copy {plain:.1f}s ({size / plain:.1f} MiB/s), "
+          f"homelab recover {whole:.1f}s ({size / whole:.1f} MiB/s)")  # fmt: skip
+    print(f"recover/plain: {whole / plain:.2f}x (goal <= 1.3)")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,10 @@ class ExitCode(IntEnum):
     TERMINATED = 143  # SIGTERM (128 + 15): what systemd and Docker send to stop a process
 
 
+class NodeDown(OSError):
+    """A file lives on a Swarm node that is down: it cannot be read, and nothing placed there runs."""
+
+
 class HomelabError(Exception):
     """Anything we expect to go wrong and can explain in one message."""
 

@@ -105,7 +105,9 @@ def up(loaded: Loaded, engine: Engine, options: UpOptions, shown: Shown) -> UpRe
     engine.check()
     engine.begin(loaded.out, dry_run=options.dry_run, progress=shown.progress)
     # refuses before anything is written; the certificates held are read where the edge runs
-    guard.enforce(loaded.plan, dry_run=options.dry_run, read=partial(engine.read_file, loaded.plan))
+    counted = guard.enforce(loaded.plan, dry_run=options.dry_run, read=partial(engine.read_file, loaded.plan))
+    if counted.unread:
+        shown.say(f"certificate guard skipped: the edge's store {counted.unread}")
     for line in _stale_challenges(loaded.plan, engine, options.dry_run):
         shown.say(line)
     recovery, previous = _journal_first(loaded, engine, options, shown.progress)

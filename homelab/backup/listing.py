@@ -102,9 +102,21 @@ def upload_partial(
 
 def runs_with_listing(ctx: Context, d: Dataset, remote: str) -> list[Listed]:
     """The runs that left a listing of `d` on the remote (each run whose listing changed), oldest first."""
-    found = ctx.rclone.list_files(ctx.remote_path(remote, "meta", d.key))
+    return _listed(ctx.rclone.list_files(ctx.remote_path(remote, "meta", d.key)))
+
+
+def every_listing(ctx: Context, remote: str) -> dict[str, list[Listed]]:
+    """runs_with_listing of every dataset on the remote, from one recursive listing of `meta/`."""
+    by_key: dict[str, list[str]] = {}
+    for name in ctx.rclone.list_files(ctx.remote_path(remote, "meta"), recursive=True):
+        key, _, file = name.rpartition("/")
+        by_key.setdefault(key, []).append(file)
+    return {key: _listed(files) for key, files in by_key.items()}
+
+
+def _listed(files: list[str]) -> list[Listed]:
     listed = []
-    for n in (n.removesuffix(SUFFIX) for n in found if n.endswith(SUFFIX)):
+    for n in (n.removesuffix(SUFFIX) for n in files if n.endswith(SUFFIX)):
         listed.append(Listed(n.removesuffix(PARTIAL), n.endswith(PARTIAL)))
     return sorted(listed)
 
@@ -129,12 +141,20 @@ def latest(ctx: Context, d: Dataset, remote: str, recorded: LastGood | None) -> 
     return fetch(ctx, d, remote, complete[-1] if complete else listed[-1])
 
 
-def sources(ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[str]) -> dict[str, list[str]]:
+def archived_runs(ctx: Context, remote: str) -> list[str]:
+    """The runs that left an archive (what they replaced in `current/`), oldest first."""
+    return sorted(n.rstrip("/") for n in ctx.rclone.list_dirs(ctx.remote_path(remote, "archive")))
+
+
+def sources(
+    ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[str], archived: list[str] | None = None
+) -> dict[str, list[str]]:
     """Where each wanted object of run `run_id` is now: the first later run's archive holding it (a later run,
-    finished or not, moved the version it replaced there), else `current/`."""
+    finished or not, moved the version it replaced there), else `current/`. `archived`: archived_runs, when
+    the caller listed them already."""
     found: dict[str, list[str]] = {}
     remaining = set(wanted)
-    later_runs = sorted(n.rstrip("/") for n in ctx.rclone.list_dirs(ctx.remote_path(remote, "archive")))
+    later_runs = archived if archived is not None else archived_runs(ctx, remote)
     for later in (n for n in later_runs if n > run_id):
         if not remaining:
             break
@@ -149,13 +169,22 @@ def sources(ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[str
 
 
 def download(
-    ctx: Context, d: Dataset, remote: str, run_id: str, wanted: list[tree.Entry], target: Path, label: str
+    ctx: Context,
+    d: Dataset,
+    remote: str,
+    run_id: str,
+    wanted: list[tree.Entry],
+    target: Path,
+    label: str,
+    found: dict[str, list[str]] | None = None,
 ) -> int:
     """The objects of `wanted` as of run `run_id` into target, each derived one moved to its real name and
     each derived symlink made; how many objects rclone copied. A copy that fails raises BackupError; an object
-    that did not come back is for the caller's comparison with the listing (tree.differences) to name."""
+    that did not come back is for the caller's comparison with the listing (tree.differences) to name.
+    `found`: where the objects are, when the caller looked already (`sources`)."""
     files = 0
-    for root, objects in sources(ctx, d, remote, run_id, tree.rclone_names(wanted)).items():
+    where = found if found is not None else sources(ctx, d, remote, run_id, tree.rclone_names(wanted))
+    for root, objects in where.items():
         result = ctx.rclone.copy(root, target, label=label, files=objects)
         if not result.ok:
             raise BackupError(f"restore of {d.key} as of {run_id} failed: {result.why('copy')}")

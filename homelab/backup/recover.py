@@ -5,8 +5,9 @@ before `--at`) and check it (homelab.backup.bundle); check the target (no homela
 data, unless `replace`); check that every object the datasets' listings name is on the remote and that
 every database dump is whole; only then write the config folder (homelab.yaml rewritten for another
 pool, mountpoint or domain), create the datasets (`storage apply`, or plain folders), restore every
-dataset, put the edge's certificates back, bring the stacks up in dependency order through the health
-gate (start_stacks) and read each app's sentinel back (homelab.backup.sentinel). At the end:
+dataset, put the edge's certificates back, bring the stacks up through `homelab up`'s own session
+(homelab/up.py on the engine the recovered config names: dependency order, the health gate, the declared
+state) and read each app's sentinel back (homelab.backup.sentinel). At the end:
 the time it took (RTO) and the age of the data recovered (RPO).
 
 Everything it writes is listed in the journal (`<config folder>/.homelab-recover/journal.json`): a
@@ -16,9 +17,6 @@ what is not, and the next `recover` into the same folder continues from the same
 
 from __future__ import annotations
 
-import os
-import shutil
-import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,8 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from homelab.backup import bundle, databases, listing, sentinel
-from homelab.backup.context import BackupError, Context, Say, quiet, utcnow
+from homelab.backup import bundle, databases, sentinel
+from homelab.backup.context import Context, Say, quiet, utcnow
+from homelab.backup.recover_datasets import clear_folder, locate, restore_all
 from homelab.backup.recovery import (
     REMOTE,
     STATE_DIR,
@@ -44,20 +43,21 @@ from homelab.backup.recovery import (
     rewrite_config,
     save_journal,
 )
-from homelab.backup.restore import chosen_listing, restore
 from homelab.backup.snapshots import Snapshots
 from homelab.backup.state import State, write_private
 from homelab.config.loaded import LoadedConfig
 from homelab.config.loader import load
+from homelab.config.models import Config
 from homelab.engine.host import prepare_host
+from homelab.engine.interface import Engine
 from homelab.errors import CommandFailed, HomelabError
 from homelab.plan import build_plan
 from homelab.plan_model import Dataset, Plan
-from homelab.runtime.docker import Engine
+from homelab.runtime.docker import Engine as Docker
 from homelab.runtime.rclone import RcloneDriver
 from homelab.storage import apply_storage
 
-StartStacks = Callable[[LoadedConfig, Engine, Say], list[str]]
+EngineFor = Callable[[Config], Engine]  # the engine the recovered config names (interface.engine_for)
 
 __all__ = ["RecoverError", "Recovered", "Target", "TargetNotEmpty", "recover", "rewrite_config", "start_stacks"]
 
@@ -97,61 +97,6 @@ def _write_config(target: Target, found: bundle.Bundle, config: bytes, journal: 
     save_journal(state, journal)
 
 
-# --- datasets -----------------------------------------------------------------------------------
-
-
-def _restore_into(ctx: Context, d: Dataset, at: datetime, run: str) -> int:
-    """Restore into the dataset's folder, which `storage apply` may have given an empty acme.json: into a
-    folder inside it (the same filesystem), then each entry moved up, the root's owner, mode and mtime last."""
-    path = Path(d.path)
-    staging = path / f".homelab-recover-{run}"
-    if staging.exists():
-        shutil.rmtree(staging)  # what a recovery stopped midway left
-    result = restore(ctx, d.key, staging, at=at, remote=REMOTE)
-    st = staging.lstat()  # the root's, as the listing has it: before moving the entries changes its mtime
-    for child in list(staging.iterdir()):
-        dest = path / child.name
-        if dest.is_dir() and not dest.is_symlink():
-            shutil.rmtree(dest)
-        child.replace(dest)
-    staging.rmdir()
-    if os.geteuid() == 0:
-        os.chown(path, st.st_uid, st.st_gid)
-    path.chmod(stat.S_IMODE(st.st_mode))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return result.files
-
-
-def _clear(path: Path) -> None:
-    for child in path.iterdir():
-        if child.name == ".zfs":
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
-
-
-def _missing_objects(ctx: Context, datasets: list[Dataset], at: datetime) -> list[str]:
-    """Every object the chosen listings name, on the remote: checked before anything is written."""
-    problems = []
-    for d in datasets:
-        try:
-            chosen = chosen_listing(ctx, d, REMOTE, at)
-        except BackupError as exc:
-            problems.append(str(exc))
-            continue
-        wanted = [e.rclone_name for e in chosen.entries if e.has_object]
-        current = ctx.remote_path(REMOTE, "current", d.key)
-        in_current = listing.sources(ctx, d, REMOTE, chosen.run, wanted).get(current, [])
-        held = set(ctx.rclone.list_files(current, recursive=True)) if in_current else set()
-        lost = [n for n in in_current if n not in held]
-        if lost:
-            shown = ", ".join(lost[:5]) + (f" (and {len(lost) - 5} more)" if len(lost) > 5 else "")
-            problems.append(f"dataset {d.key}: {len(lost)} objects missing on the remote: {shown}")
-    return problems
-
-
 def _certificates(found: bundle.Bundle, plan: Plan, journal: Journal) -> str:
     """The edge's store from the bundle, unless a restored dataset brought it back already."""
     from homelab.certs.store import store_path
@@ -172,16 +117,16 @@ def _certificates(found: bundle.Bundle, plan: Plan, journal: Journal) -> str:
 
 
 def start_stacks(loaded: LoadedConfig, engine: Engine, say: Say, timeout: float = 300) -> list[str]:
-    """Render the stacks and bring every one up in dependency order through the health gate: what `up`
-    does on a machine where nothing runs (the one place recover starts stacks)."""
-    from homelab.engine import compose as apply
-    from homelab.engine.model import select_stacks
-    from homelab.project import render_project
+    """Every stack up through `homelab up`'s session (homelab/up.py): the engine checked, dependency order,
+    the health gate, every declared service running and healthy at the end (ApplyFailed naming each one
+    down), the staging-first switch; the stacks applied."""
+    from homelab import up as session
+    from homelab.project import default_out
 
-    rendered = render_project(loaded)
-    stacks = select_stacks(rendered.plan, [])
-    convergence = apply.converge(rendered.plan, rendered.out, engine, stacks, include_removed_stacks=False)
-    return apply.apply(convergence, rendered.plan, engine, timeout=timeout, progress=say).applied
+    loaded_for_up = session.Loaded(loaded, build_plan(loaded), default_out(loaded).resolve())
+    shown = session.Shown(plan=lambda _result, _convergence: None, progress=say, say=say)
+    report = session.up(loaded_for_up, engine, session.UpOptions(timeout=timeout), shown)
+    return report.applied.applied if report.applied is not None else []
 
 
 # --- the whole recovery ---------------------------------------------------------------------------
@@ -202,13 +147,13 @@ class _Run:
 def recover(
     target: Target,
     *,
-    engine: Engine | None = None,
-    start: StartStacks = start_stacks,
+    engine: EngineFor | None = None,
     say: Say = quiet,
     clock: Callable[[], datetime] = utcnow,
     driver: RcloneDriver | None = None,
 ) -> Recovered:
-    """Recover onto this machine. RecoverError (nothing started, what was written listed) when it cannot."""
+    """Recover onto this machine; `engine`: the stacks' engine for the recovered config (None: start none).
+    RecoverError (nothing started, what was written listed) when it cannot."""
     state = State(target.config_dir / STATE_DIR)
     state.ensure()
     resume = read_journal(state)
@@ -233,13 +178,16 @@ def recover(
         save_journal(state, work.journal)
         raise RecoverError(_stopped(exc, work.journal, datasets_of(found))) from None
     servers = databases.servers(plan, loaded.base_dir)
+    docker = None
     if engine is not None:
         t = time.monotonic()
-        result.started = start(loaded, engine, say)
-        steps.done("stacks", t, f"{', '.join(result.started)} healthy")
-        _load_dumps(work, engine, servers)
+        stacks = engine(loaded.config)
+        result.started = start_stacks(loaded, stacks, say)
+        steps.done("stacks", t, f"{', '.join(result.started) or 'every stack already'} healthy")
+        docker = stacks.compose_driver()
+        _load_dumps(work, docker, servers)
     t = time.monotonic()
-    result.sentinels, wrong = sentinel.check_all(found.manifest.sentinels, plan, engine, servers)
+    result.sentinels, wrong = sentinel.check_all(found.manifest.sentinels, plan, docker, servers)
     if wrong:
         raise RecoverError("recovered, but the apps' data is not what was backed up: " + "; ".join(wrong))
     steps.done("sentinels", t, f"{len(result.sentinels)} read back" if result.sentinels else "none in the bundle")
@@ -277,25 +225,21 @@ def _restore_all(
     datasets = [d for d in plan.datasets if d.key in keys]
     ctx = Context(loaded, datasets, work.state, rclone, Snapshots(), [REMOTE], clock)
     steps.done("config", t, f"{len(journal.written)} files into {target.config_dir}")
-    at = found.manifest.created
     t = time.monotonic()
-    lost = _missing_objects(ctx, [d for d in datasets if d.key not in journal.restored], at)
+    located, lost = locate(ctx, REMOTE, [d for d in datasets if d.key not in journal.restored], found.manifest.created)
     if lost:
         raise RecoverError("; ".join(lost))
     steps.done("remote", t, f"every object of {len(datasets)} datasets is there")
     t = time.monotonic()
     _storage(plan, target)
     steps.done("datasets", t, f"{len(plan.datasets)} {'folders' if target.folders else 'ZFS datasets'}")
-    for d in datasets:
-        if d.key in journal.restored:
-            continue
-        t = time.monotonic()
-        if target.replace or work.resume:
-            _clear(Path(d.path))
-        files = _restore_into(ctx, d, at, found.manifest.run)
+
+    def restored(d: Dataset, since: float, files: int) -> None:
         journal.restored.append(d.key)
         save_journal(work.state, journal)
-        steps.done(f"restore {d.key}", t, f"{files} files")
+        steps.done(f"restore {d.key}", since, f"{files} files")
+
+    restore_all(ctx, REMOTE, located, found.manifest.run, target.replace or work.resume, restored)
     t = time.monotonic()
     steps.done("certificates", t, _certificates(found, plan, journal) if not target.domain else "new domain")
     t = time.monotonic()
@@ -322,7 +266,7 @@ def _fresh_for_dumps(work: _Run, plan: Plan) -> str:
     needed = _dump_needed(found, plan)
     folders = {d.key: Path(d.path) for d in plan.datasets}
     for dump in needed:
-        _clear(folders[dump.dataset])
+        clear_folder(folders[dump.dataset])
         if dump.member not in work.journal.dumps:
             work.journal.dumps.append(dump.member)
     save_journal(work.state, work.journal)
@@ -332,9 +276,16 @@ def _fresh_for_dumps(work: _Run, plan: Plan) -> str:
     return f"{loads}: will start empty and load the dump" if needed else "every server starts from its pages"
 
 
-def _load_dumps(work: _Run, engine: Engine, servers: list[databases.Server]) -> None:
+def _load_dumps(work: _Run, engine: Docker | None, servers: list[databases.Server]) -> None:
     by_name = {(s.stack, s.dump.service): s for s in servers}
-    for dump in [d for d in work.found.manifest.dumps if d.member in work.journal.dumps]:
+    pending = [d for d in work.found.manifest.dumps if d.member in work.journal.dumps]
+    if pending and engine is None:
+        raise RecoverError(
+            "the stacks are up, but the dumps load through Compose (`docker compose exec`), and this config's "
+            f"engine is Swarm: load {', '.join(d.member for d in pending)} from the bundle by hand"
+        )
+    for dump in pending:
+        assert engine is not None
         t = time.monotonic()
         server = by_name[(dump.stack, dump.service)]
         with tempfile.NamedTemporaryFile(suffix=".sql", dir=work.state.scratch) as handle:

@@ -41,16 +41,21 @@ def restore(
     at: datetime | None = None,
     subpath: str | None = None,
     remote: str | None = None,
+    chosen: listing.Listing | None = None,
+    found: dict[str, list[str]] | None = None,
 ) -> Restored:
+    """`chosen`, `found`: the listing and where its objects are (listing.sources), when the caller has
+    them already (a recovery found them while checking the remote); else read from the remote here."""
     (d,) = ctx.select([key])
     remote = remote or ctx.remotes[0]
     if to.exists() and any(to.iterdir()):
         raise BackupError(f"{to} is not empty: restore only into a new or empty folder")
     to.mkdir(parents=True, exist_ok=True)
     sub = (subpath or "").strip("/")
-    chosen = chosen_listing(ctx, d, remote, at)
+    chosen = chosen or chosen_listing(ctx, d, remote, at)
     wanted = tree.under(chosen.entries, sub)
-    files = listing.download(ctx, d, remote, chosen.run, wanted, to, f"restore-{remote}-{d.key.replace('/', '_')}")
+    label = f"restore-{remote}-{d.key.replace('/', '_')}"
+    files = listing.download(ctx, d, remote, chosen.run, wanted, to, label, None if sub else found)
     applied = tree.apply(to, wanted)
     lost = [p for p in tree.differences(wanted, to) if p.endswith(": not restored")]
     if lost:
@@ -60,12 +65,16 @@ def restore(
     return Restored(d.key, remote, files, chosen.run, applied.entries, not applied.owners_skipped, missing)
 
 
-def chosen_listing(ctx: Context, d: Dataset, remote: str, at: datetime | None) -> listing.Listing:
-    """The listing a restore as of `at` (None: the latest complete run) follows."""
+def chosen_listing(
+    ctx: Context, d: Dataset, remote: str, at: datetime | None, listed: list[listing.Listed] | None = None
+) -> listing.Listing:
+    """The listing a restore as of `at` (None: the latest complete run) follows. `listed`: the dataset's
+    listings on the remote (listing.runs_with_listing), when the caller listed them already."""
     if at is None:
         return listing.latest(ctx, d, remote, ctx.last_success(d.key, remote))
     limit = at.astimezone(UTC).strftime(STAMP)
-    older = [n for n in listing.runs_with_listing(ctx, d, remote) if n.run.split("-")[0] <= limit]
+    runs = listed if listed is not None else listing.runs_with_listing(ctx, d, remote)
+    older = [n for n in runs if n.run.split("-")[0] <= limit]
     if not older:
         raise BackupError(f"no backup of {d.key} on {remote} at or before {iso(at)} (no listing in meta/{d.key}/)")
     return listing.fetch(ctx, d, remote, older[-1])

@@ -93,7 +93,7 @@ def run_backup(
             with lock.holding(ctx.state.root, [d.name for d in datasets], record.id):
                 lock.wait_for_upgrades(ctx.state.root, [d.name for d in datasets], say)  # no snapshot under one
                 _settle_previous(ctx, record.id)
-                written = _sentinels(ctx, datasets, record.id)
+                written = _sentinels(ctx, datasets, record)
                 for d in datasets:
                     failures += _dataset(ctx, record, d, options)
                 if not failures:  # last: the newest bundle always belongs to a complete run
@@ -111,12 +111,12 @@ def run_backup(
     return RunReport(record, failures)
 
 
-def _sentinels(ctx: Context, datasets: list[Dataset], value: str) -> list[sentinel.Sentinel]:
+def _sentinels(ctx: Context, datasets: list[Dataset], record: Run) -> list[sentinel.Sentinel]:
     """Before any snapshot: each app's sentinel, and a row in each running database (homelab.backup.sentinel)."""
     if not ctx.backup.sentinels:
         return []
     servers = databases.servers(build_plan(ctx.loaded), ctx.loaded.base_dir) if ctx.engine else []
-    return sentinel.write_all(datasets, value, ctx.engine, servers)
+    return sentinel.write_all(datasets, record.id, int(record.start.timestamp()), ctx.engine, servers)
 
 
 def _bundle(ctx: Context, record: Run, written: list[sentinel.Sentinel], say: Say) -> list[str]:

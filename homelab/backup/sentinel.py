@@ -10,6 +10,11 @@ docs/recovery.md), owned by the dataset's uid/gid, holding the run's id:
 - plex/config: the `HomelabSentinel` attribute of Preferences.xml, when Plex made that file (never made
   by homelab: Plex writes it on its first start);
 - rstudio/home: `homelab-sentinel.txt` in the rstudio user's home;
+- gitea/data: a commit in the bare repository `homelab/homelab-sentinel.git` under Gitea's repository root
+  (`git/repositories`, the rootless image's `[repository] ROOT`), its message the value
+  (homelab.backup.sentinel_formats);
+- monitoring/graphite (only when backed up: `backup: false` by default): the point of the metric
+  `homelab.sentinel.run` at the run's hour in its whisper file, the run's time in epoch seconds;
 - each running Postgres server (Nextcloud's database): a row in its database (homelab.backup.databases),
   read back through the recovered server once the stacks are up.
 """
@@ -25,11 +30,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from homelab.backup import databases
+from homelab.backup import databases, sentinel_formats
 from homelab.plan_model import Dataset, Plan
 from homelab.runtime.docker import Engine
 
-Kind = Literal["file", "preference", "row"]
+Kind = Literal["file", "preference", "row", "git", "whisper"]
 PLEX_PREFERENCES = "Library/Application Support/Plex Media Server/Preferences.xml"
 PLEX_ATTRIBUTE = "HomelabSentinel"
 JENKINS_JOB = """<?xml version='1.1' encoding='UTF-8'?>
@@ -64,28 +69,42 @@ PLACES = {
     "jenkins": Where("jenkins/home", "jobs/homelab-sentinel/config.xml", "file"),
     "plex": Where("plex/config", PLEX_PREFERENCES, "preference"),
     "rstudio": Where("rstudio/home", "homelab-sentinel.txt", "file"),
+    "gitea": Where("gitea/data", "git/repositories/homelab/homelab-sentinel.git", "git"),
+    "monitoring": Where("monitoring/graphite", "whisper/homelab/sentinel/run.wsp", "whisper"),
 }
+
+
+def _own(root: Path, d: Dataset) -> None:
+    """What a sentinel made under the dataset's folder, owned as the dataset (the app writes there too)."""
+    if os.geteuid() != 0:
+        return
+    for parent in [root, *(p for p in root.parents if Path(d.path) in p.parents)]:
+        os.chown(parent, d.uid, d.gid)
+    for folder, dirs, files in os.walk(root) if root.is_dir() else []:
+        for name in dirs + files:
+            os.chown(Path(folder) / name, d.uid, d.gid)
 
 
 def _write_file(path: Path, text: str, d: Dataset) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
-    if os.geteuid() == 0:
-        os.chown(tmp, d.uid, d.gid)
-        for parent in [p for p in path.parents if Path(d.path) in p.parents]:
-            os.chown(parent, d.uid, d.gid)
     tmp.replace(path)
+    _own(path, d)
 
 
 _ATTRIBUTE = re.compile(rf'\s{PLEX_ATTRIBUTE}="[^"]*"')
 
 
 def write_all(
-    datasets: list[Dataset], value: str, engine: Engine | None = None, servers: Sequence[databases.Server] = ()
+    datasets: list[Dataset],
+    value: str,
+    when: int,
+    engine: Engine | None = None,
+    servers: Sequence[databases.Server] = (),
 ) -> list[Sentinel]:
     """Write each enabled app's sentinel whose dataset this backup holds, and a row in each running Postgres
-    server; the sentinels written."""
+    server; the sentinels written. `value`: the run's id; `when`: its time (epoch seconds)."""
     by_key = {d.key: d for d in datasets}
     written = []
     for app, where in PLACES.items():
@@ -93,6 +112,15 @@ def write_all(
         if d is None:
             continue
         path = Path(d.path) / where.path
+        if where.kind in ("git", "whisper"):
+            if where.kind == "git":
+                sentinel_formats.git_commit(path, value, when)
+            else:
+                sentinel_formats.whisper_point(path, when, float(when))
+            _own(path, d)
+            kept = value if where.kind == "git" else str(when)
+            written.append(Sentinel(app=app, dataset=d.key, path=where.path, kind=where.kind, value=kept))
+            continue
         if where.kind == "preference":
             if not path.is_file():
                 continue
@@ -116,6 +144,11 @@ def write_all(
 def read(sentinel: Sentinel, folder: Path) -> str | None:
     """The value found where the sentinel was written, None when it is not there."""
     path = folder / sentinel.path
+    if sentinel.kind == "git":
+        return sentinel_formats.git_read(path)
+    if sentinel.kind == "whisper":
+        found_value = sentinel_formats.whisper_read(path, int(sentinel.value))
+        return None if found_value is None else str(int(found_value))
     if not path.is_file():
         return None
     text = path.read_text(encoding="utf-8", errors="replace")

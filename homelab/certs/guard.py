@@ -15,7 +15,7 @@ from homelab.certs.ledger import Ledger, Order, ledger_path, load_ledger
 from homelab.certs.policy import ca_server, name_sets, staging_server
 from homelab.certs.staging import with_stages
 from homelab.certs.store import Holdings, Reader, ca_kind_of_url, read_here, read_holdings
-from homelab.errors import Refused
+from homelab.errors import NodeDown, Refused
 from homelab.plan_model import Plan
 
 # A request whose certificate has not appeared by then is counted as a failed validation.
@@ -54,6 +54,7 @@ class Decision:
     guarded: bool  # False when the CA is not production Let's Encrypt
     orders: list[frozenset[str]]
     refusals: list[str]
+    unread: str = ""  # why the store could not be read (its node is down), when it could not
 
 
 def needed_orders(plan: Plan, holdings: Holdings, now: datetime) -> list[frozenset[str]]:
@@ -136,8 +137,14 @@ def enforce(plan: Plan, *, dry_run: bool, now: datetime | None = None, read: Rea
     now = now or datetime.now(UTC)
     if ca_kind_of_url(ca_server(plan)) != "production":
         return Decision(False, [], [])
+    try:
+        holdings = read_holdings(plan, read)
+    except NodeDown as exc:
+        # the edge cannot run on that node, so it orders nothing until it is back; up's health gate
+        # names the node, and the next `up` counts again
+        return Decision(False, [], [], unread=str(exc))
     ledger = load_ledger(ledger_path(plan))
-    decision = decide(with_stages(plan), read_holdings(plan, read), ledger, now)
+    decision = decide(with_stages(plan), holdings, ledger, now)
     if decision.refusals:
         raise Refused(
             "certificate rate-limit guard: not starting the edge with names it would order now:\n  "

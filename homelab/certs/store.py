@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from homelab.engine.host import acme_json_path
-from homelab.errors import HomelabError
+from homelab.errors import HomelabError, NodeDown
 from homelab.plan_model import Plan
 
 if TYPE_CHECKING:  # imported where a certificate is read: render and plan import this module (~20 ms)
@@ -144,6 +144,8 @@ def read_resolvers(path: Path, challenge: str = "", read: Reader = read_here) ->
     the certificates per resolver, in the store's order."""
     try:
         text = read(path)
+    except NodeDown:
+        raise  # not a bad store: the guard says why it cannot count (certs/guard.py)
     except OSError as exc:
         raise UnreadableStore(f"{path}: cannot read ({exc.strerror or exc})") from None
     if text is None:

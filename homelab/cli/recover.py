@@ -82,10 +82,11 @@ def recover(
     )
     engine = None
     if not no_start:
+        from homelab.engine.interface import engine_for
         from homelab.runtime.docker import Docker
 
-        engine = Docker()
-        engine.check()
+        Docker().check()  # before the datasets are restored, not after
+        engine = engine_for
     result = run(target, engine=engine, say=typer.echo)
     for line in result.sentinels:
         typer.echo(f"sentinel {line}")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from homelab.engine.host import AcmeState, Needed, acme_state, mounted_by, needed
-from homelab.errors import CommandFailed
+from homelab.errors import CommandFailed, NodeDown
 from homelab.layout import EDGE_STACK
 from homelab.plan_model import Plan
 from homelab.render.swarm_stack import placement
@@ -138,7 +138,7 @@ def _where_mounted(plan: Plan, swarm: Swarm, path: Path, job: str, timeout: floa
     if fitting and not any(n.state == "ready" and n.availability == "active" for n in fitting):
         # said at once: a job there would wait out its timeout (`status` must not hang on a node that is down)
         states = ", ".join(f"node {n.hostname} is {n.state}, {n.availability}" for n in fitting)
-        raise OSError(f"cannot read it on its node: {states}")
+        raise NodeDown(f"cannot read it on its node: {states}")
     try:
         return swarm.run_job("homelab-read", job_image(plan, item), constraints, job, timeout=timeout)
     except CommandFailed as exc:

@@ -11,6 +11,7 @@ import yaml
 
 from homelab.backup import BackupError, run_backup
 from homelab.backup.recover import RecoverError, Target, TargetNotEmpty, recover, rewrite_config
+from homelab.engine.compose_engine import ComposeEngine
 from homelab.errors import ExitCode
 from homelab.layout import project_name
 from homelab.plan import build_plan
@@ -120,24 +121,40 @@ def test_a_database_not_backed_up_starts_empty_and_loads_its_dump_then_its_row_r
     (write,) = [c for c in docker.calls if c[0] == "exec<"]
     assert write[2:4] == ("db", "psql") and f"run={record.id}" in write and b"INSERT INTO homelab_sentinel" in write[-1]
 
-    started: list[str] = []
-
-    def start(loaded, engine, say):  # type: ignore[no-untyped-def]
-        started.append("all")
-        return ["edge", "cloud", "dev"]
-
     recovering = FakeDocker()
     recovering.exec_answer["db"] = record.id + "\n"
     target = Target("unused", "p", "s", tmp_path / "new-cfg", mountpoint=str(tmp_path / "new-srv"), folders=True)
     (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
-    result = recover(target, driver=lab.rclone, engine=recovering, start=start, clock=lab.clock)
-    assert started == ["all"]
+    result = recover(target, driver=lab.rclone, engine=lambda _: ComposeEngine(recovering), clock=lab.clock)
+    # `up`'s session: the engine checked, every stack up in dependency order, then the declared state read
+    ups = [c[1] for c in recovering.calls if c[0] == "up"]
+    assert ups == [project_name(s) for s in ("edge", "cloud", "dev")], recovering.calls
+    assert result.started == ["edge", "cloud", "dev"]
     load, read = [c for c in recovering.calls if c[0] == "exec<"]
     assert "--single-transaction" in load and load[-1] == DUMP
     assert b"SELECT run FROM homelab_sentinel" in read[-1]
     assert f"cloud: cloud/db homelab_sentinel = {record.id}" in result.sentinels
     assert [s[0] for s in result.steps][-4:] == ["databases", "stacks", "load cloud/db", "sentinels"]
     assert "cloud/db: will start empty and load the dump" in result.steps[-4][2]
+
+
+def test_a_service_that_does_not_become_healthy_stops_the_recovery_before_the_dumps_and_sentinels(
+    tmp_path: Path,
+) -> None:
+    """`up`'s declared-state gate: the recovery says which service is down and reads nothing through it."""
+    from homelab.engine.health import ApplyFailed
+
+    lab = _lab(tmp_path, apps=frozenset({"rstudio", "nextcloud"}))
+    docker = FakeDocker(container(project_name("cloud"), "db"))
+    docker.exec_output["db"] = DUMP
+    run_backup(lab.ctx(engine=docker))
+    recovering = FakeDocker()
+    recovering.health["db"] = "unhealthy"
+    target = Target("unused", "p", "s", tmp_path / "new-cfg", mountpoint=str(tmp_path / "new-srv"), folders=True)
+    (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
+    with pytest.raises(ApplyFailed, match=r"\bdb\b"):
+        recover(target, driver=lab.rclone, engine=lambda _: ComposeEngine(recovering), clock=lab.clock)
+    assert not [c for c in recovering.calls if c[0] == "exec<"]  # no dump loaded, no row read
 
 
 def test_a_dump_the_server_refuses_is_one_message(tmp_path: Path) -> None:
@@ -152,7 +169,7 @@ def test_a_dump_the_server_refuses_is_one_message(tmp_path: Path) -> None:
     target = Target("unused", "p", "s", tmp_path / "new-cfg", mountpoint=str(tmp_path / "new-srv"), folders=True)
     (lab.rclone.root / "recover").symlink_to(lab.rclone.root / "offsite")
     with pytest.raises(RecoverError, match=r"(?s)the dump of cloud/db did not load .*relation \"t\" already exists"):
-        recover(target, driver=lab.rclone, engine=recovering, start=lambda *_: ["cloud"], clock=lab.clock)
+        recover(target, driver=lab.rclone, engine=lambda _: ComposeEngine(recovering), clock=lab.clock)
 
 
 def test_a_recovery_drill_is_recorded_for_status_and_monitoring_and_fails_on_a_damaged_object(tmp_path: Path) -> None:

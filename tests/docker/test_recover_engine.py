@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,14 @@ def test_recover_brings_every_stack_up_and_every_sentinel_back(world, make_pool,
             out = proc.stdout
             for step in ("bundle", "config", "restore rstudio/home", "stacks", "load cloud/db", "sentinels"):
                 assert any(line.startswith(step) for line in out.splitlines()), (step, out)
-            for sentinel in ("jenkins:", "rstudio:", "nextcloud:", "plex:", "cloud: cloud/db homelab_sentinel"):
+            for sentinel in (
+                "jenkins:",
+                "rstudio:",
+                "nextcloud:",
+                "plex:",
+                "gitea:",
+                "cloud: cloud/db homelab_sentinel",
+            ):
                 assert any(line.startswith(f"sentinel {sentinel}") for line in out.splitlines()), (sentinel, out)
             assert "RTO" in out and "RPO" in out
             healthy = standins.docker(
@@ -136,7 +144,11 @@ def test_recover_brings_every_stack_up_and_every_sentinel_back(world, make_pool,
                     p: h for p, h in kept.items() if p not in rewritten
                 }, key
                 assert rewritten & set(kept) <= set(recovered), key
-            acme = json.loads((tmp_path / "dst" / "edge" / "acme" / "acme.json").read_text())
+            acme_json = tmp_path / "dst" / "edge" / "acme" / "acme.json"
+            deadline = time.monotonic() + 15  # Traefik saves it by truncating then writing: read it whole
+            while not acme_json.read_text().strip() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            acme = json.loads(acme_json.read_text())
             assert any(resolver.get("Certificates") for resolver in acme.values()), acme.keys()
         finally:
             remove_homelab_resources()

@@ -158,6 +158,10 @@ def test_swarm_names_the_node_a_task_ran_on_when_it_is_down(deployment: Deployme
     assert "edge/traefik: pending: no suitable node (1 node not available); node edge-node is down" in result.output, (
         result.output
     )
+    # the rate-limit guard cannot read acme.json there: said, and up goes on to name the node
+    assert "certificate guard skipped: the edge's store cannot read it on its node: node edge-node is down" in (
+        result.output
+    )
 
 
 def test_swarm_first_up_whose_task_is_rejected_names_swarms_reason(deployment: Deployment, swarm: Engines) -> None:
