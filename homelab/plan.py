@@ -7,6 +7,7 @@ backup set, the same secret list becomes compose secrets and files in the secret
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from homelab import apps
@@ -44,6 +45,8 @@ def _entries(config: Config) -> list[CatalogEntry]:
     names += [app for app in app_names() if getattr(config.apps, app).enabled]
     if config.monitoring.enabled:
         names.append("monitoring")
+    if config.sso.enabled:
+        names.append(SSO_APP)
     return [entry(name) for name in names]
 
 
@@ -266,4 +269,4 @@ def _set_secret_owners(stacks: dict[str, Stack], secrets: dict[str, Secret]) -> 
             uid, _, gid = service.user.partition(":")
             for name, _target in service.secrets:
                 old = secrets[name]
-                secrets[name] = Secret(old.name, old.source, int(uid), int(gid or uid))
+                secrets[name] = replace(old, owner_uid=int(uid), owner_gid=int(gid or uid))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from homelab.catalog import CatalogEntry
 from homelab.config.models import Config
@@ -19,7 +19,7 @@ from homelab.layout import EDGE_STACK, secret_name
 from homelab.monitoring.inventory import Inventory
 from homelab.profiles import Profile
 
-STACK_ORDER = (EDGE_STACK, "media", "cloud", "dev", "monitoring")
+STACK_ORDER = (EDGE_STACK, "sso", "media", "cloud", "dev", "monitoring")
 CARBON_PORT = 2003
 SECRETS_MOUNT = "/run/secrets"  # where compose mounts a service's secrets
 
@@ -49,6 +49,7 @@ class Secret:
     source: str | None  # absolute path of the user's file; None = generate
     owner_uid: int = 0
     owner_gid: int = 0
+    kind: Literal["token", "rsa"] = "token"  # what is generated: a random token, or an RSA private key (PEM)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from homelab.config.loaded import LoadedConfig, secret_refs
 from homelab.config.secretfiles import MAX_SECRET_BYTES
 from homelab.errors import ConfigError
 from homelab.plan_model import Plan
+from homelab.render import sso as render_sso
+from homelab.sso_routes import LMCONF_SECRET
 
 
 def user_secret_values(loaded: LoadedConfig) -> dict[str, str]:
@@ -32,17 +34,33 @@ def generate() -> str:
     return random.token_urlsafe(32)
 
 
+def generate_rsa_key() -> bytes:
+    """An RSA private key (3072 bits, PKCS#8 PEM): the SSO portal's OpenID Connect signing key."""
+    from cryptography.hazmat.primitives import serialization  # only when one is made: plan/render start fast
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
 def secret_contents(plan: Plan, secrets_dir: Path, rendered: dict[str, bytes]) -> dict[str, bytes]:
     """Final bytes of every secret file: rendered secret configs, copies of user files, and generated
     values (an existing file is reused, so re-rendering never rotates a password under a running app)."""
     contents: dict[str, bytes] = {}
     for name, secret in plan.secrets.items():
+        if name == LMCONF_SECRET:
+            continue  # made from generated secrets, below
         if name in rendered:
             contents[name] = rendered[name]
         elif secret.source:
             contents[name] = files.read_bytes(Path(secret.source), MAX_SECRET_BYTES)
         else:
-            contents[name] = _existing(secrets_dir / name) or generate().encode()
+            existing = _existing(secrets_dir / name)
+            contents[name] = existing or (generate_rsa_key() if secret.kind == "rsa" else generate().encode())
+    if LMCONF_SECRET in plan.secrets:  # the SSO portal's configuration holds its generated OIDC secrets
+        contents[LMCONF_SECRET] = render_sso.lmconf_secret(plan, contents)
     return contents
 
 

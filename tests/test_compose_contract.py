@@ -3,6 +3,7 @@ config -q` (compose v2); and compose's own resolved output holds no secret value
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from homelab.config.loader import load
 from homelab.project import render_project
 from homelab.runtime import process
 from homelab.runtime.compose import bundled_compose
+from homelab.sso_passwd import write_hash
 from tests.conftest import find_program, missing, write_secret
 
 VARIANTS = {
@@ -65,3 +67,52 @@ def test_rendered_compose_files_pass_compose_config(example_dir: Path, compose_v
         resolved = process.run([compose_v2, "-f", str(compose_file), "config"], cwd=compose_file.parent).stdout
         for value in [*canaries.values(), *secret_values]:
             assert value not in resolved, (compose_file, "a secret value reached compose")
+
+
+SSO_SECTION = """
+sso:
+  enabled: true
+  groups: [admins]
+  users:
+    alice: {password_file: secrets/sso-alice, groups: [admins], totp: true}
+  apps:
+    nextcloud: {access: forward-auth}
+    gitea: {access: oidc}
+    grafana: {access: oidc, groups: [admins]}
+"""
+
+
+@pytest.mark.real
+def test_sso_portal_stack_passes_compose_config(example_dir: Path, compose_v2: str) -> None:
+    """The portal's stack as compose resolves it: its dataset, the handler on the proxy network the edges
+    reach it by, lmConf-1.json where LemonLDAP::NG's File backend reads it, and no secret value anywhere
+    (the OIDC signing key, the client secrets, the password hashes)."""
+    config = example_dir / "homelab.yaml"
+    config.write_text(config.read_text() + SSO_SECTION)
+    write_hash(example_dir / "secrets" / "sso-alice", "CANARY-sso-password-5")
+    result = render_project(load(config))
+    secrets = result.out / "secrets"
+    for name in ("sso_lmconf", "sso_users", "sso_oidc_key", "sso_oidc_gitea", "sso_oidc_grafana"):
+        assert (secrets / name).stat().st_mode & 0o777 == 0o600, name
+    resolved = {}
+    for stack in ("sso", "monitoring"):
+        compose_file = result.out / stack / "compose.yaml"
+        text = process.run([compose_v2, "-f", str(compose_file), "config", "--format", "json"], cwd=compose_file.parent)
+        resolved[stack] = json.loads(text.stdout)
+        key_lines = [line for line in (secrets / "sso_oidc_key").read_text().splitlines() if "-----" not in line]
+        for value in [*key_lines, (secrets / "sso_oidc_gitea").read_text(), (secrets / "sso_users").read_text()]:
+            assert value not in text.stdout, (stack, "a secret value reached compose")
+        assert "CANARY-sso-password-5" not in text.stdout
+    portal = resolved["sso"]["services"]["sso"]
+    assert set(portal["networks"]) == {"default", "proxy"}
+    assert resolved["sso"]["networks"]["proxy"]["name"] == "homelab-proxy"
+    targets = {s["source"]: s.get("target") for s in portal["secrets"]}
+    assert targets["sso_lmconf"] == "/var/lib/lemonldap-ng/conf/lmConf-1.json"
+    assert resolved["sso"]["secrets"]["sso_lmconf"]["file"] == str(secrets / "sso_lmconf")
+    rendered = [v["source"] for v in portal["volumes"] if v["type"] == "bind" and "/sso/data" not in v["source"]]
+    assert len(rendered) == 4 and all(Path(source).exists() for source in rendered), rendered  # files render wrote
+    data = [v for v in portal["volumes"] if v["target"] == "/var/lib/lemonldap-ng/data"]
+    assert data and data[0]["source"].endswith("/sso/data") and not data[0].get("read_only")
+    grafana = resolved["monitoring"]["services"]["grafana"]
+    assert grafana["environment"]["GF_AUTH_GENERIC_OAUTH_CLIENT_SECRET__FILE"] == "/run/secrets/sso_oidc_grafana"
+    assert "sso_oidc_grafana" in {s["source"] for s in grafana["secrets"]}

@@ -28,9 +28,9 @@ def compose_files(plan: Plan, rendering: Rendering) -> None:
 
 def render_all(plan: Plan, secret_values: dict[str, str], stack_files: StackFiles = compose_files) -> Rendering:
     """Every file for every stack. `secret_values` holds the user-provided secrets that must be
-    embedded in secret config files (ddclient.conf, collectd's IPMI block); `stack_files` adds the
-    stack files last (Swarm's name each config by its content)."""
-    from homelab.render import ddclient, edge_nginx, edge_traefik, local_ca, monitoring
+    embedded in secret config files (ddclient.conf, collectd's IPMI block, the SSO portal's users); `stack_files`
+    adds the stack files last (Swarm's name each config by its content)."""
+    from homelab.render import ddclient, edge_nginx, edge_traefik, local_ca, monitoring, sso
 
     rendering = Rendering()
     if plan.config.edge.kind == "traefik":
@@ -42,5 +42,7 @@ def render_all(plan: Plan, secret_values: dict[str, str], stack_files: StackFile
         ddclient.render(plan, rendering, secret_values)
     if plan.config.monitoring.enabled:
         monitoring.render(plan, rendering, secret_values)
+    if plan.config.sso.enabled:
+        sso.render(plan, rendering, secret_values)
     stack_files(plan, rendering)
     return rendering

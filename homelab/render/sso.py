@@ -17,25 +17,37 @@ from pathlib import Path
 from typing import Any
 
 from homelab.plan_model import Plan
+from homelab.render.rendering import Rendering
 from homelab.render.sso_oidc import Keys, provider
 from homelab.render.templating import render_template
-from homelab.sso_routes import IDENTITY_HEADERS, access_rule, guards, portal_host
+from homelab.sso_routes import (
+    IDENTITY_HEADERS,
+    LLNG_CONF_DIR,
+    OIDC_KEY_SECRET,
+    USERS_SECRET,
+    access_rule,
+    clients,
+    guards,
+    portal_host,
+)
 
 PERL_DIR = Path(__file__).parent / "sso_perl"
 COOKIE = "homelab_sso"
 AUTH_PORT = 8080  # the handler's port: the edges' forward-auth and auth_request go there
 PORTAL_PORT = 80
+FASTCGI = "127.0.0.1:9000"  # where the container's FastCGI server listens (compose/sso.yaml's command)
+STACK_DIR = "sso"  # the stack folder compose/sso.yaml mounts its files from
 
 
 @dataclass(frozen=True)
 class Paths:
     """Where the portal keeps its files; the container's by default, a test folder in the tests."""
 
-    conf_dir: str = "/var/lib/lemonldap-ng/conf"
-    sessions: str = "/var/lib/lemonldap-ng/sessions"
-    psessions: str = "/var/lib/lemonldap-ng/psessions"
-    cache: str = "/var/cache/lemonldap-ng"
-    users_file: str = "/run/secrets/sso_users"
+    conf_dir: str = LLNG_CONF_DIR
+    sessions: str = "/var/lib/lemonldap-ng/data/sessions"  # the data dataset (compose/sso.yaml)
+    psessions: str = "/var/lib/lemonldap-ng/data/psessions"
+    cache: str = "/var/lib/lemonldap-ng/cache"  # the packages' folder (www-data), a cache: not backed up
+    users_file: str = f"/run/secrets/{USERS_SECRET}"
     perl_dir: str = "/etc/lemonldap-ng/perl"  # Homelab::SSO::*.pm: the FastCGI server has it in PERL5LIB
     portal_htdocs: str = "/usr/share/lemonldap-ng/portal/htdocs"
     templates: str = "/usr/share/lemonldap-ng/portal/templates"
@@ -171,7 +183,7 @@ def traefik_psgi() -> str:
 
 def web_conf(
     plan: Plan,
-    fastcgi: str = "unix:/run/llng-fastcgi-server/llng-fastcgi.sock",
+    fastcgi: str = FASTCGI,
     portal_listen: str = str(PORTAL_PORT),
     auth_listen: str = str(AUTH_PORT),
     paths: Paths = Paths(),
@@ -196,6 +208,36 @@ def perl_modules() -> dict[str, str]:
         path.relative_to(PERL_DIR).as_posix(): path.read_text(encoding="utf-8")
         for path in sorted(PERL_DIR.rglob("*.pm"))
     }
+
+
+def render(plan: Plan, rendering: Rendering, secret_values: dict[str, str]) -> None:
+    """The portal container's files (compose/sso.yaml mounts them) and its users file (a secret: the
+    password hashes). lmConf-1.json is a secret made from the generated ones: `lmconf_secret`."""
+    rendering.add(f"{STACK_DIR}/nginx.conf", web_conf(plan))
+    rendering.add(f"{STACK_DIR}/lemonldap-ng.ini", lemonldap_ng_ini())
+    rendering.add(f"{STACK_DIR}/traefik.psgi", traefik_psgi())
+    for relative, text in perl_modules().items():
+        rendering.add(f"{STACK_DIR}/perl/{relative}", text)
+    rendering.secret_files[USERS_SECRET] = (
+        json.dumps(users(plan, secret_values), indent=1, sort_keys=True) + "\n"
+    ).encode()
+
+
+def keys_of(plan: Plan, generated: dict[str, bytes]) -> Keys:
+    """The provider's keys from the secrets writer's files: the RSA signing key (its public half derived
+    here) and each OIDC client's secret."""
+    from cryptography.hazmat.primitives import serialization  # only with SSO on: plan/render start fast
+
+    private = generated[OIDC_KEY_SECRET]
+    key = serialization.load_pem_private_key(private, password=None)
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    secrets = {app: generated[c.secret_name].decode() for app, c in clients(plan).items()}
+    return Keys(private.decode(), public.decode(), secrets)
+
+
+def lmconf_secret(plan: Plan, generated: dict[str, bytes]) -> bytes:
+    """lmConf-1.json with the generated OIDC signing key and client secrets (a secret file)."""
+    return conf_json(plan, Paths(), keys_of(plan, generated)).encode()
 
 
 def conf_json(plan: Plan, paths: Paths = Paths(), keys: Keys | None = None) -> str:

@@ -1,10 +1,5 @@
-"""The portal's OpenID Connect provider: one client per app with `access: oidc`, with the redirect URI the
-app's own OIDC login uses, PKCE required, and the signing key; and each app's client settings.
-
-Callback paths, read from each app's documentation: Nextcloud user_oidc `/apps/user_oidc/code`; Gitea's
-OAuth2 source (named `homelab` here) `/user/oauth2/homelab/callback`; Jenkins oic-auth
-`/securityRealm/finishLogin`; Grafana generic_oauth `/login/generic_oauth`.
-"""
+"""The portal's OpenID Connect provider: one client per app with `access: oidc` (homelab/sso_routes.py
+`clients`), PKCE required of every app whose login sends it, and the signing key."""
 
 from __future__ import annotations
 
@@ -12,55 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from homelab.plan_model import Plan
-from homelab.sso_routes import ROUTE_APP, access_rule, portal_host
-
-CALLBACKS = {
-    "nextcloud": "/apps/user_oidc/code",
-    "gitea": "/user/oauth2/homelab/callback",
-    "jenkins": "/securityRealm/finishLogin",
-    "grafana": "/login/generic_oauth",
-}
-SCOPES = ("openid", "profile", "email", "groups")
-
-
-@dataclass(frozen=True)
-class Client:
-    """What an app's OIDC login is configured with (its client secret is the secret `sso_oidc_<app>`)."""
-
-    app: str
-    client_id: str
-    redirect_uri: str
-    issuer: str
-    groups: tuple[str, ...]
-
-    @property
-    def discovery_url(self) -> str:
-        return f"{self.issuer}.well-known/openid-configuration"
-
-    @property
-    def secret_name(self) -> str:
-        return f"sso_oidc_{self.app}"
-
-
-def issuer(plan: Plan) -> str:
-    port = plan.config.edge.https_port
-    return f"https://{portal_host(plan.config)}{'' if port == 443 else f':{port}'}/"
-
-
-def clients(plan: Plan) -> dict[str, Client]:
-    sso = plan.config.sso
-    if not sso.enabled:
-        return {}
-    hosts = {r.app: r.host for r in plan.routes}
-    port = plan.config.edge.https_port
-    suffix = "" if port == 443 else f":{port}"
-    found = {}
-    for app, settings in sso.apps.items():
-        host = hosts.get(ROUTE_APP.get(app, app))
-        if settings.access == "oidc" and host:
-            uri = f"https://{host}{suffix}{CALLBACKS[app]}"
-            found[app] = Client(app, f"homelab-{app}", uri, issuer(plan), tuple(settings.groups))
-    return found
+from homelab.sso_routes import access_rule, clients, issuer
 
 
 @dataclass(frozen=True)
@@ -92,7 +39,7 @@ def provider(plan: Plan, keys: Keys) -> dict[str, Any]:
                 "oidcRPMetaDataOptionsClientSecret": keys.client_secrets[app],
                 "oidcRPMetaDataOptionsRedirectUris": c.redirect_uri,
                 "oidcRPMetaDataOptionsPublic": 0,
-                "oidcRPMetaDataOptionsRequirePKCE": 1,
+                "oidcRPMetaDataOptionsRequirePKCE": int(c.pkce),
                 "oidcRPMetaDataOptionsBypassConsent": 1,  # the admin chose the app in homelab.yaml
                 "oidcRPMetaDataOptionsIDTokenSignAlg": "RS256",
                 "oidcRPMetaDataOptionsAccessTokenExpiration": 3600,

@@ -19,7 +19,7 @@ from homelab.runtime.zfs import Destroyed
 from tests.backup.conftest import KEY
 from tests.fakes.rclone import FakeRclone
 from tests.fakes.zfs import FakeZfs
-from tests.storage.zfs import write_config
+from tests.storage.zfs import write_config, write_secret
 
 START = datetime(2025, 3, 1, 3, 0, tzinfo=UTC)
 
@@ -105,17 +105,30 @@ class FastLab:
         return self.rclone.root / "offsite" / "current" / KEY
 
 
-def make_fast_lab(tmp_path: Path, backup: dict | None = None, apps: frozenset[str] = frozenset({"rstudio"})) -> FastLab:
+def make_fast_lab(
+    tmp_path: Path,
+    backup: dict | None = None,
+    apps: frozenset[str] = frozenset({"rstudio"}),
+    *,
+    key: str = KEY,
+    extra: dict | None = None,
+    secrets: dict[str, str] | None = None,
+) -> FastLab:
+    """`key`: the dataset the lab backs up; `extra`: more of homelab.yaml; `secrets`: files (relative to
+    homelab.yaml's folder) the config names, written before it is loaded."""
     config = write_config(
         tmp_path / "cfg",
         pool="tank",
         mountpoint=tmp_path / "srv",
         apps=set(apps),
         remote_dir=tmp_path / "unused-remote",
-        backup={"datasets": [KEY], **(backup or {})},
+        backup={"datasets": [key], **(backup or {})},
+        extra=extra,
     )
+    for relative, text in (secrets or {}).items():
+        write_secret(config.parent / relative, text)
     loaded = load(config)
-    (d,) = [d for d in build_plan(loaded).datasets if d.key == KEY]
+    (d,) = [d for d in build_plan(loaded).datasets if d.key == key]
     data = Path(d.path)
     data.mkdir(parents=True)
     zfs = ContentZfs(tmp_path / "snapshots")

@@ -6,11 +6,14 @@ import io
 import tarfile
 from pathlib import Path
 
+import bcrypt
 import pytest
 
 from homelab.backup import bundle, run_backup
 from homelab.backup.context import BackupError
 from homelab.layout import project_name
+from homelab.plan import build_plan
+from homelab.project import render_project
 from homelab.runtime.rclone_log import Result
 from tests.backup.conftest import fill
 from tests.backup.fast import FastLab, make_fast_lab
@@ -106,3 +109,36 @@ def test_a_bundle_cut_short_or_altered_is_refused(lab: FastLab) -> None:
     altered = data.replace(b"generated-rstudio-value", b"generated-rstudio-VALUE")
     with pytest.raises(BackupError, match=r"bundle r1 is damaged: config/stacks/secrets/rstudio_password"):
         bundle.read(altered, "r1")
+
+
+def test_the_sso_portal_is_backed_up_with_its_generated_oidc_secrets_in_the_bundle(tmp_path: Path) -> None:
+    """The portal's sessions and TOTP enrolments (sso/data, a backup role by default) and what a recovery needs
+    to bring the same provider back: the OIDC signing key and client secrets (the apps hold the secrets, and
+    ID tokens are checked against the key), the users' hash files."""
+    sso = {
+        "enabled": True,
+        "groups": ["admins"],
+        "users": {"alice": {"password_file": "secrets/sso-alice", "groups": ["admins"], "totp": True}},
+        "apps": {"grafana": {"access": "oidc", "groups": ["admins"]}},
+    }
+    alice = bcrypt.hashpw(b"alice-password", bcrypt.gensalt(rounds=4)).decode()
+    lab = make_fast_lab(
+        tmp_path,
+        apps=frozenset({"monitoring"}),
+        key="sso/data",
+        extra={"sso": sso},
+        secrets={"secrets/sso-alice": alice},
+    )
+    assert "sso/data" in {d.key for d in build_plan(lab.loaded).datasets if d.backup}  # without backup.datasets too
+    rendered = render_project(lab.loaded)
+    generated = rendered.out / "secrets"
+    fill(lab.data, small=3, large=0, sparse=1 << 12)
+    record = run_backup(lab.ctx()).record
+    found = members(lab, record.id)
+    for name in ("sso_oidc_key", "sso_oidc_grafana", "sso_lmconf", "sso_users"):
+        assert found[f"config/stacks/secrets/{name}"] == (generated / name).read_bytes(), name
+    assert b"PRIVATE KEY" in found["config/stacks/secrets/sso_oidc_key"]
+    assert found["config/secrets/sso-alice"].decode().strip() == alice
+    checked = bundle.read(b"".join(_tar(found)), "x")
+    assert [d.key for d in checked.manifest.datasets if d.backed_up] == ["sso/data"]
+    assert checked.manifest.images["sso/sso"].startswith("lemonldapng/lemonldap-ng:")

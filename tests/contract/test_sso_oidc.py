@@ -4,8 +4,9 @@ settings: discovery, the authorization-code flow with PKCE, the signed ID token,
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -16,7 +17,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from homelab.plan_model import Plan
-from homelab.render.sso_oidc import Client, Keys, clients, issuer
+from homelab.render import sso as render_sso
+from homelab.render.sso_oidc import Keys
+from homelab.secrets import secret_contents
+from homelab.sso_routes import Client, clients, issuer
 from tests.contract.edge_support import Edge, LocalCA, free_port
 from tests.contract.sso_support import PASSWORDS, client, form, portal, sso_edge, sso_plan, transport
 
@@ -58,18 +62,11 @@ def lib() -> SimpleNamespace:
 
 @pytest.fixture(scope="module")
 def setup(sso_folder: Path, sso_pki: LocalCA) -> Iterator[tuple[Plan, Keys, Edge]]:
+    """The provider with the signing key and client secrets the secrets writer generates (`homelab render`)."""
     port = free_port()
     plan, secrets = sso_plan(sso_folder / "oidc", port, sso=SSO, kind="nginx", lan_cidrs=["127.0.0.1/32"])
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    keys = Keys(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ).decode(),
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode(),
-        {app: f"secret-of-{app}-0123456789abcdef" for app in OIDC_APPS},
-    )
+    generated = secret_contents(plan, sso_folder / "oidc" / "stacks" / "secrets", {})
+    keys = render_sso.keys_of(plan, generated)
     with (
         portal(plan, secrets, keys) as llng,
         sso_edge("nginx", plan, sso_folder / "edge-oidc", sso_pki, port, llng) as edge,
@@ -108,6 +105,12 @@ def test_discovery_document_is_valid_for_the_clients(
     published = {k["kid"]: k for k in jwks["keys"]}
     ours = lib.JsonWebKey.import_key(keys.public_pem, {"kty": "RSA"}).as_dict()
     assert published["homelab-1"]["n"] == ours["n"] and published["homelab-1"]["e"] == ours["e"]
+    # the key is the one the secrets writer generated (an RSA key of 3072 bits), read back from its own PEM
+    generated = serialization.load_pem_private_key(keys.private_pem.encode(), password=None)
+    assert isinstance(generated, rsa.RSAPrivateKey) and generated.key_size == 3072
+    numbers = generated.public_key().public_numbers()
+    n = int.from_bytes(base64.urlsafe_b64decode(published["homelab-1"]["n"] + "=="), "big")
+    assert n == numbers.n and published["homelab-1"]["kty"] == "RSA"
 
 
 def _authorize(edge: Edge, rp: Client, url: str, user: str) -> httpx.Response:
@@ -126,21 +129,27 @@ def _authorize(edge: Edge, rp: Client, url: str, user: str) -> httpx.Response:
     raise AssertionError("more than 6 steps between the app and the portal")
 
 
+# Gitea's OAuth2 login source sends no PKCE code challenge (go-gitea/gitea#21376, #34747): its flow is run
+# as Gitea runs it; the other apps' logins send one (S256)
+SENDS_PKCE = {"nextcloud": True, "gitea": False, "jenkins": True, "grafana": True}
+
+
 @pytest.mark.parametrize("app", OIDC_APPS)
-def test_authorization_code_flow_with_pkce(
+def test_authorization_code_flow_as_each_app_runs_it(
     lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any], app: str
 ) -> None:
     plan, keys, edge = setup
     rp = clients(plan)[app]
+    pkce = SENDS_PKCE[app]
     oauth = lib.OAuth2Client(
         rp.client_id,
         keys.client_secrets[app],
         scope="openid profile email groups",
         redirect_uri=rp.redirect_uri,
-        code_challenge_method="S256",
+        code_challenge_method="S256" if pkce else None,
         transport=transport(edge.ca_file),
     )
-    verifier = "v" * 20 + "-pkce-verifier-of-the-test-0123456789"
+    verifier = "v" * 20 + "-pkce-verifier-of-the-test-0123456789" if pkce else None
     url, state = oauth.create_authorization_url(
         discovery["authorization_endpoint"], code_verifier=verifier, nonce="n-1"
     )
@@ -169,14 +178,15 @@ def test_authorization_code_flow_with_pkce(
     assert info["groups"] == ["family", "admins"]
 
 
+@pytest.mark.parametrize("app", [app for app in OIDC_APPS if SENDS_PKCE[app]])
 def test_pkce_is_required_and_checked(
-    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]
+    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any], app: str
 ) -> None:
     plan, keys, edge = setup
-    rp = clients(plan)["gitea"]
+    rp = clients(plan)[app]
     oauth = lib.OAuth2Client(
         rp.client_id,
-        keys.client_secrets["gitea"],
+        keys.client_secrets[app],
         scope="openid",
         redirect_uri=rp.redirect_uri,
         transport=transport(edge.ca_file),
@@ -215,3 +225,47 @@ def test_redirect_uri_and_groups_are_enforced(
     url, _ = oauth.create_authorization_url(discovery["authorization_endpoint"], code_verifier="z" * 50)
     outsider = _authorize(edge, rp, url, "bob")  # bob is not in admins
     assert "code=" not in outsider.headers.get("Location", ""), (outsider.status_code, outsider.headers)
+
+
+def test_grafana_signs_in_with_its_rendered_generic_oauth_settings(
+    lib: SimpleNamespace, setup: tuple[Plan, Keys, Edge], discovery: dict[str, Any]
+) -> None:
+    """Grafana's GF_AUTH_GENERIC_OAUTH_* variables as rendered into its service, used as Grafana uses them
+    ([auth.generic_oauth]: auth_url, token_url, api_url, scopes, use_pkce, the *_attribute_path claims, the
+    client secret from the file compose mounts), against the real provider."""
+    plan, keys, edge = setup
+    grafana = plan.stacks["monitoring"].services["grafana"]
+    env = {k.removeprefix("GF_AUTH_GENERIC_OAUTH_"): v for k, v in grafana.environment.items()}
+    assert env["ENABLED"] == "true" and "CLIENT_SECRET" not in env  # the secret only by file
+    secret_name = PurePosixPath(env["CLIENT_SECRET__FILE"]).name
+    assert env["CLIENT_SECRET__FILE"] == f"/run/secrets/{secret_name}" and (secret_name, None) in grafana.secrets
+    assert (env["AUTH_URL"], env["TOKEN_URL"], env["API_URL"]) == (
+        discovery["authorization_endpoint"],
+        discovery["token_endpoint"],
+        discovery["userinfo_endpoint"],
+    )
+    # Grafana's callback is its root URL + login/generic_oauth; the provider's client has that URI (with the
+    # edge's test port: the example's root URL names none)
+    rp = clients(plan)["grafana"]
+    callback = urlsplit(rp.redirect_uri)
+    assert grafana.environment["GF_SERVER_ROOT_URL"] + "login/generic_oauth" == (
+        f"https://{callback.hostname}{callback.path}"
+    )
+    oauth = lib.OAuth2Client(
+        env["CLIENT_ID"],
+        keys.client_secrets[secret_name.removeprefix("sso_oidc_")],
+        scope=env["SCOPES"],
+        redirect_uri=rp.redirect_uri,
+        code_challenge_method="S256" if env["USE_PKCE"] == "true" else None,
+        transport=transport(edge.ca_file),
+    )
+    verifier = "g" * 30 + "-grafana-pkce-verifier-0123456789"
+    url, _ = oauth.create_authorization_url(env["AUTH_URL"], code_verifier=verifier)
+    landed = _authorize(edge, rp, url, "alice")
+    assert landed.is_redirect and landed.headers["Location"].startswith(rp.redirect_uri + "?"), landed.headers
+    assert "code" in parse_qs(urlsplit(landed.headers["Location"]).query)
+    oauth.fetch_token(env["TOKEN_URL"], authorization_response=landed.headers["Location"], code_verifier=verifier)
+    info = oauth.get(env["API_URL"]).json()
+    assert info[env["LOGIN_ATTRIBUTE_PATH"]] == "alice"
+    assert info[env["EMAIL_ATTRIBUTE_PATH"]] == "alice@example.com"
+    assert info[env["NAME_ATTRIBUTE_PATH"]] and "admins" in info[env["GROUPS_ATTRIBUTE_PATH"]]
