@@ -32,22 +32,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(importlib.import_module("dockerlab"), "dockerlab")
 
 
-MACHINE_FIXTURES = ("engine", "zfs_daemon")  # session fixtures holding a machine lock until the session ends
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups (--dist loadgroup)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test on the Docker engine or the zfs-fuse daemon in one xdist group, so one worker runs them
-    all in a row: their session fixtures hold the machine locks until that worker's session ends, so a
-    second worker taking any of them would wait for the first to finish everything. The other tests (the
-    real programs, each on its own ports and folders) share the other worker. Docker tests use zfs pools
-    too, hence one group, not two."""
-    for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if item.get_closest_marker("docker") or any(name in fixtures for name in MACHINE_FIXTURES):
-            item.add_marker(pytest.mark.xdist_group("machine"))
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="Rewrite golden files from the current code.")
 
