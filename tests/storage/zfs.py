@@ -95,6 +95,9 @@ def _stop_if_last(users: IO[str]) -> None:
         return
     pid = int(_STARTED.read_text())
     _STARTED.unlink()
+    comm = Path(f"/proc/{pid}/comm")
+    if not comm.exists() or comm.read_text().strip() != "zfs-fuse":  # gone (its number may be another's now)
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
