@@ -1,23 +1,18 @@
 """Real zfs-fuse pools on file vdevs for the storage and backup tests.
 
 `zfs_daemon` (session): uses a running zfs-fuse/OpenZFS if `zpool list` answers, else starts
-`zfs-fuse --no-daemon`; the last session using a daemon a session started stops it (only if no pool is
-left). Sessions run beside each other (.ci/run runs the docker tests beside the other real ones).
-`make_pool` creates a pool on a sparse file under a tmp dir; every pool made here is destroyed at teardown.
+`zfs-fuse --no-daemon` and stops it at the end (only if no pool is left). `make_pool` creates a pool on a
+sparse file under a tmp dir; every pool made here is destroyed at teardown.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import itertools
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 import yaml
@@ -35,37 +30,31 @@ def _zpool_ok() -> bool:
 
 
 _session_holds_daemon = False
-_STARTED = Path("/tmp/homelab-zfs-fuse.pid")  # a daemon a test session started (not the system's own)
 
 
 @pytest.fixture(scope="session")
 def zfs_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    # Sessions share the daemon (each pool is named after its process): each holds the lock shared while it
-    # uses it, so the session that ends last, and only it, may stop a daemon a session started.
+    # One session at a time owns the zfs-fuse daemon: another session's teardown would stop it under us.
     # tests/storage and tests/backup each register this fixture, so one session has two instances of it:
-    # the second must not take the lock again.
+    # the second must not take the lock again (flock on a second open file waits on the first for ever).
     global _session_holds_daemon
     if _session_holds_daemon:
         yield
         return
-    with Path("/tmp/homelab-zfs-fuse.lock").open("w") as users:
-        fcntl.flock(users, fcntl.LOCK_SH)
+    with machine_lock("homelab-zfs-fuse"):
         _session_holds_daemon = True
         try:
-            with machine_lock("homelab-zfs-fuse-start"):  # one session at a time starts or stops it
-                _zfs_daemon(tmp_path_factory)
-            yield
+            yield from _zfs_daemon(tmp_path_factory)
         finally:
             _session_holds_daemon = False
-            with machine_lock("homelab-zfs-fuse-start"):
-                _stop_if_last(users)
 
 
-def _zfs_daemon(tmp_path_factory: pytest.TempPathFactory) -> None:
+def _zfs_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     for program in ("zpool", "zfs"):
         if find_program(program) is None:
             missing(f"program {program!r} (Debian zfs-fuse)")
     if _zpool_ok():
+        yield
         return
     daemon = find_program("zfs-fuse")
     if daemon is None:
@@ -79,33 +68,14 @@ def _zfs_daemon(tmp_path_factory: pytest.TempPathFactory) -> None:
             proc.kill()
             pytest.fail(f"zfs-fuse did not start: {log.read_text()[-500:]}")
         time.sleep(0.2)
-    _STARTED.write_text(f"{proc.pid}\n")
-
-
-def _stop_if_last(users: IO[str]) -> None:
-    """Stop the daemon a session started when no other session uses it and no pool is left."""
-    try:
-        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)  # only when no other session holds it shared
-    except BlockingIOError:
-        return
-    if not _STARTED.exists():
-        return
+    yield
     pools = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=False)
-    if pools.stdout.strip():
-        return
-    pid = int(_STARTED.read_text())
-    _STARTED.unlink()
-    comm = Path(f"/proc/{pid}/comm")
-    if not comm.exists() or comm.read_text().strip() != "zfs-fuse":  # gone (its number may be another's now)
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)  # this session's own child: reaped, not left a zombie
-            time.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)
+    if not pools.stdout.strip():
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture
