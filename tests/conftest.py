@@ -32,6 +32,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(importlib.import_module("dockerlab"), "dockerlab")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects: .ci/run selects with `zfs`
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`zfs` on every test of the zfs-fuse daemon: its session fixture holds the machine lock until the session
+    ends, so .ci/run runs them all in the Docker tests' session (which uses the daemon too), and the other
+    real-program tests in a second session beside it."""
+    for item in items:
+        if "zfs_daemon" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.zfs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="Rewrite golden files from the current code.")
 

@@ -9,11 +9,14 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from homelab.certs.policy import name_sets
 from homelab.layout import EDGE_STACK, project_name
 from homelab.plan_model import Plan
-from homelab.runtime.docker import Engine
+
+if TYPE_CHECKING:  # the driver (threads, subprocess) only for `homelab certs`: render reads no log
+    from homelab.runtime.docker import Engine
 
 LOG_LINES = 2000  # the edge's log since it started: a few lines per order
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, IPvAnyAddress, model_validator
+from pydantic import Field, model_validator
 
 from homelab.config.base import Model
 from homelab.config.dns01 import Exec, Httpreq, Rfc2136
@@ -28,6 +28,7 @@ from homelab.config.types import (
     HostPort,
     Id,
     Image,
+    IpAddress,
     Login,
     MediaName,
     OnCalendar,
@@ -280,7 +281,7 @@ class Backup(Model):
 
 
 class Certs(Model):
-    public_address: IPvAnyAddress | None = Field(None, description="Public IP (what ddclient reports) to check.")
+    public_address: IpAddress | None = Field(None, description="Public IP (what ddclient reports) to check.")
 
 
 class Config(Model):

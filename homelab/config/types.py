@@ -45,9 +45,16 @@ def _host_port(value: str) -> str:
     return value
 
 
-def _address(value: str) -> str:
+def _ip(value: str) -> str:
     try:
         return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IPv4 or IPv6 address") from None
+
+
+def _address(value: str) -> str:
+    try:
+        return _ip(value)
     except ValueError:
         return _hostname(value)
 
@@ -174,6 +181,7 @@ def _oncalendar(value: str) -> str:
 Hostname = Annotated[str, AfterValidator(_hostname)]
 HostPort = Annotated[str, AfterValidator(_host_port)]
 Address = Annotated[str, AfterValidator(_address)]
+IpAddress = Annotated[str, AfterValidator(_ip)]  # not pydantic's IPvAnyAddress: its module imports importlib.metadata
 DomainName = Annotated[str, AfterValidator(_domain)]
 Subdomain = Annotated[str, AfterValidator(_subdomain)]
 DatasetName = Annotated[str, AfterValidator(_dataset)]
