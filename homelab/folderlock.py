@@ -58,10 +58,20 @@ def _open_locked(path: Path, deadline: float) -> int | None:
     except FileNotFoundError:
         pass  # released (and removed) by the holder while we waited
     except BaseException:
+        _remove_if_unheld(fd, path)  # a signal while waiting or just after the flock: leave no file behind
         os.close(fd)
         raise
     os.close(fd)
     return None
+
+
+def _remove_if_unheld(fd: int, path: Path) -> None:
+    """Remove the lock file `fd` opened when no other process holds it (this one may: flock is per open
+    file, so LOCK_NB succeeds again); a waiter that opened it sees its inode gone and opens it again."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == path.lstat().st_ino:
+            path.unlink()
 
 
 @contextlib.contextmanager
@@ -79,23 +89,24 @@ def holding(folder: Path, command: str, wait: float | None = None) -> Iterator[N
     path = folder / LOCK_NAME
     deadline = time.monotonic() + (WAIT_SECONDS if wait is None else wait)
     fd = None
-    try:
-        while fd is None:
-            fd = _open_locked(path, deadline)
-    except OSError as exc:
-        # no folder (the load reports it) or one this user may not write in: nothing of ours to protect there
-        log.info("not locking %s: %s", folder, exc.strerror or exc)
-    if fd is None:
-        yield
-        return
-    _held[folder] = 1
-    try:
+    try:  # one try from the first open: a signal anywhere after it still removes the file
+        try:
+            while fd is None:
+                fd = _open_locked(path, deadline)
+        except OSError as exc:
+            # no folder (the load reports it) or one this user may not write in: nothing of ours to protect
+            log.info("not locking %s: %s", folder, exc.strerror or exc)
+        if fd is None:
+            yield
+            return
+        _held[folder] = 1
         started = datetime.now(UTC).isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}: homelab {command}, since {started}\n".encode(), 0)
         yield
     finally:
-        del _held[folder]
-        with contextlib.suppress(OSError):
-            path.unlink()  # before the unlock: a waiter that then gets the old inode sees it gone
-        os.close(fd)
+        if fd is not None:
+            _held.pop(folder, None)
+            with contextlib.suppress(OSError):
+                path.unlink()  # before the unlock: a waiter that then gets the old inode sees it gone
+            os.close(fd)
