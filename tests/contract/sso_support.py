@@ -24,6 +24,7 @@ import httpcore
 import httpx
 import yaml
 
+from homelab.config.loaded import LoadedConfig
 from homelab.config.loader import load
 from homelab.plan import build_plan
 from homelab.plan_model import Plan
@@ -82,19 +83,25 @@ def sso_plan(
 ) -> tuple[Plan, dict[str, str]]:
     """The bundled example with SSO_CONFIG, its edge on `https_port`; passwords set by `homelab sso
     passwd`'s library call. Returns the plan and the user secret values (the hashes)."""
-    folder.mkdir(parents=True, exist_ok=True)
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     data["edge"].update(edge, https_port=https_port)
     if data["edge"].get("kind") == "nginx":
         data["domain"]["acme"]["challenge"] = "http"
     data["sso"] = sso or SSO_CONFIG
+    loaded = sso_config_folder(folder, data)
+    return build_plan(loaded), user_secret_values(loaded)
+
+
+def sso_config_folder(folder: Path, data: dict[str, Any]) -> LoadedConfig:
+    """`data` as homelab.yaml in `folder`, with the example's secrets and the SSO users' password hashes
+    (written by `homelab sso passwd`'s library call), loaded."""
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     for name in EXAMPLE_SECRETS:
         write_secret(folder / "secrets" / name, f"example-{name}-value")
     for user, password in PASSWORDS.items():
         write_hash(folder / "secrets" / f"sso-{user}", password)
-    loaded = load(folder / "homelab.yaml")
-    return build_plan(loaded), user_secret_values(loaded)
+    return load(folder / "homelab.yaml")
 
 
 @dataclass

@@ -21,12 +21,10 @@ import pytest
 import yaml
 from standins import BOOKWORM_SLIM, IMAGE_PATH, PREFIX, Rootfs, add_debian_packages, docker
 
-from homelab.config.loader import load
 from homelab.project import render_project
 from homelab.runtime import process
-from homelab.sso_passwd import write_hash
-from tests.conftest import EXAMPLE, EXAMPLE_SECRETS, write_secret
-from tests.contract.sso_support import PASSWORDS, SSO_CONFIG, form
+from tests.conftest import EXAMPLE
+from tests.contract.sso_support import PASSWORDS, SSO_CONFIG, form, sso_config_folder
 
 pytestmark = pytest.mark.docker
 
@@ -100,18 +98,11 @@ def _sign_in(user: str, password: str) -> str:
 
 def test_the_rendered_sso_stack_runs_the_real_portal_in_the_engine(engine: dict[str, str], tmp_path: Path) -> None:
     image = _image(tmp_path)
-    folder = tmp_path / "cfg"
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     data["sso"] = SSO_CONFIG
     data["storage"]["mountpoint"] = str(tmp_path / "srv")
     data["images"] = {"sso": image}
-    folder.mkdir()
-    (folder / "homelab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    for name in EXAMPLE_SECRETS:
-        write_secret(folder / "secrets" / name, f"example-{name}-value")
-    for user, password in PASSWORDS.items():
-        write_hash(folder / "secrets" / f"sso-{user}", password)
-    loaded = load(folder / "homelab.yaml")
+    loaded = sso_config_folder(tmp_path / "cfg", data)
     result = render_project(loaded)
     (dataset,) = [d for d in result.plan.datasets if d.key == "sso/data"]
     sessions = Path(dataset.path)
